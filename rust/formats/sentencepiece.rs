@@ -1,0 +1,1 @@
+//! SentencePiece ModelProto, read with prost (stub).

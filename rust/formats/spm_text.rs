@@ -1,0 +1,1 @@
+//! The .spm text vocabulary (stub).

@@ -1,0 +1,1 @@
+//! BERT vocab.txt (stub).

@@ -1,0 +1,31 @@
+//! piecework: exact, fast tokenization.
+//!
+//! Data flows one way: a reader (`formats`) builds a [`tokenizer::Tokenizer`] (the tokenizer.json
+//! pipeline: added tokens → normalizer → pre-tokenizer → model → post-processor) or a
+//! [`sentencepiece::SentencePiece`] processor (a `.model` / `.spm` vocabulary run the way the
+//! sentencepiece library runs it); either turns text into ids, and, when asked, tokens and
+//! offsets. Decoding runs the decoder chain back to text.
+//!
+//! No function here panics on data: every malformed input is an [`error::Error`].
+
+pub mod added_vocabulary;
+pub mod charsmap;
+pub mod decoders;
+pub mod encoding;
+pub mod error;
+pub mod formats;
+pub mod models;
+pub mod normalizers;
+pub mod pre_tokenizers;
+pub mod processors;
+pub mod sentencepiece;
+pub mod text;
+pub mod tokenizer;
+pub mod utils;
+
+#[cfg(feature = "python")]
+mod bindings;
+
+pub use encoding::Encoding;
+pub use error::{Error, ErrorKind, Result};
+pub use tokenizer::Tokenizer;

@@ -1,0 +1,1 @@
+//! Prefix search over a vocabulary (stub).
