@@ -1,1 +1,34 @@
-//! PyO3 bindings (stub).
+//! The only PyO3 code: Python classes over the Rust core, and the one error conversion.
+//! Every call that touches text releases the GIL (`py.detach`).
+
+use crate::error::{Error, ErrorKind};
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+mod sentencepiece;
+mod tokenizer;
+
+create_exception!(piecework, TokenizerError, PyValueError, "Base class of every piecework error.");
+create_exception!(piecework, InvalidDataError, TokenizerError, "The file, value or text is not valid for this tokenizer.");
+create_exception!(piecework, UnsupportedModelError, TokenizerError, "A model or component piecework does not support (yet).");
+
+/// The one conversion from the Rust error to Python.
+pub(crate) fn to_py_err(e: Error) -> PyErr {
+    match e.kind {
+        ErrorKind::InvalidData => InvalidDataError::new_err(e.message),
+        ErrorKind::Unsupported => UnsupportedModelError::new_err(e.message),
+        ErrorKind::Other => TokenizerError::new_err(e.message),
+    }
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("TokenizerError", py.get_type::<TokenizerError>())?;
+    m.add("InvalidDataError", py.get_type::<InvalidDataError>())?;
+    m.add("UnsupportedModelError", py.get_type::<UnsupportedModelError>())?;
+    tokenizer::register(m)?;
+    sentencepiece::register(m)?;
+    Ok(())
+}
