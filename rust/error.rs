@@ -24,13 +24,22 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     pub fn invalid(message: impl Into<String>) -> Self {
-        Error { kind: ErrorKind::InvalidData, message: message.into() }
+        Error {
+            kind: ErrorKind::InvalidData,
+            message: message.into(),
+        }
     }
     pub fn unsupported(message: impl Into<String>) -> Self {
-        Error { kind: ErrorKind::Unsupported, message: message.into() }
+        Error {
+            kind: ErrorKind::Unsupported,
+            message: message.into(),
+        }
     }
     pub fn other(message: impl Into<String>) -> Self {
-        Error { kind: ErrorKind::Other, message: message.into() }
+        Error {
+            kind: ErrorKind::Other,
+            message: message.into(),
+        }
     }
     /// Prefix the message with where the error happened (a file, a JSON field, a line).
     pub fn context(mut self, what: impl fmt::Display) -> Self {

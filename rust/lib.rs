@@ -9,6 +9,7 @@
 //! No function here panics on data: every malformed input is an [`error::Error`].
 
 pub mod added_vocabulary;
+pub mod byte_level;
 pub mod charsmap;
 pub mod decoders;
 pub mod encoding;

@@ -49,7 +49,12 @@ impl Tokenizer {
         Err(Error::unsupported("not implemented yet"))
     }
     /// Only the ids of one text (no padding); the fast path.
-    pub fn encode_ids(&self, _text: &str, _add_special_tokens: bool, _out: &mut Vec<u32>) -> Result<()> {
+    pub fn encode_ids(
+        &self,
+        _text: &str,
+        _add_special_tokens: bool,
+        _out: &mut Vec<u32>,
+    ) -> Result<()> {
         Err(Error::unsupported("not implemented yet"))
     }
     pub fn decode(&self, _ids: &[u32], _skip_special_tokens: bool) -> Result<String> {
@@ -75,10 +80,16 @@ impl Tokenizer {
     }
     /// A copy with other padding.
     pub fn with_padding(&self, padding: Option<PaddingParams>) -> Tokenizer {
-        Tokenizer { padding, ..self.clone() }
+        Tokenizer {
+            padding,
+            ..self.clone()
+        }
     }
     /// A copy with other truncation. Fails when the truncation cannot fit the added tokens.
     pub fn with_truncation(&self, truncation: Option<TruncationParams>) -> Result<Tokenizer> {
-        Ok(Tokenizer { truncation, ..self.clone() })
+        Ok(Tokenizer {
+            truncation,
+            ..self.clone()
+        })
     }
 }

@@ -9,9 +9,24 @@ use pyo3::prelude::*;
 mod sentencepiece;
 mod tokenizer;
 
-create_exception!(piecework, TokenizerError, PyValueError, "Base class of every piecework error.");
-create_exception!(piecework, InvalidDataError, TokenizerError, "The file, value or text is not valid for this tokenizer.");
-create_exception!(piecework, UnsupportedModelError, TokenizerError, "A model or component piecework does not support (yet).");
+create_exception!(
+    piecework,
+    TokenizerError,
+    PyValueError,
+    "Base class of every piecework error."
+);
+create_exception!(
+    piecework,
+    InvalidDataError,
+    TokenizerError,
+    "The file, value or text is not valid for this tokenizer."
+);
+create_exception!(
+    piecework,
+    UnsupportedModelError,
+    TokenizerError,
+    "A model or component piecework does not support (yet)."
+);
 
 /// The one conversion from the Rust error to Python.
 pub(crate) fn to_py_err(e: Error) -> PyErr {
@@ -27,7 +42,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("TokenizerError", py.get_type::<TokenizerError>())?;
     m.add("InvalidDataError", py.get_type::<InvalidDataError>())?;
-    m.add("UnsupportedModelError", py.get_type::<UnsupportedModelError>())?;
+    m.add(
+        "UnsupportedModelError",
+        py.get_type::<UnsupportedModelError>(),
+    )?;
     tokenizer::register(m)?;
     sentencepiece::register(m)?;
     Ok(())

@@ -11,5 +11,7 @@ pub trait Decoder: Send + Sync {
 /// Build the decoder a tokenizer.json `decoder` object describes.
 pub fn from_json(v: &Value) -> Result<Box<dyn Decoder>> {
     let ty = v.get("type").and_then(Value::as_str).unwrap_or("?");
-    Err(Error::unsupported(format!("decoder `{ty}` is not supported")))
+    Err(Error::unsupported(format!(
+        "decoder `{ty}` is not supported"
+    )))
 }

@@ -23,10 +23,18 @@ pub struct Token {
 
 impl Token {
     pub fn new(id: u32, start: usize, end: usize) -> Self {
-        Token { id, value: None, offsets: (start, end) }
+        Token {
+            id,
+            value: None,
+            offsets: (start, end),
+        }
     }
     pub fn with_value(id: u32, value: &str, start: usize, end: usize) -> Self {
-        Token { id, value: Some(value.into()), offsets: (start, end) }
+        Token {
+            id,
+            value: Some(value.into()),
+            offsets: (start, end),
+        }
     }
 }
 

@@ -14,5 +14,7 @@ pub trait Normalizer: Send + Sync {
 /// naming the field.
 pub fn from_json(v: &Value) -> Result<Box<dyn Normalizer>> {
     let ty = v.get("type").and_then(Value::as_str).unwrap_or("?");
-    Err(Error::unsupported(format!("normalizer `{ty}` is not supported")))
+    Err(Error::unsupported(format!(
+        "normalizer `{ty}` is not supported"
+    )))
 }

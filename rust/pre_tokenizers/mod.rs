@@ -12,5 +12,7 @@ pub trait PreTokenizer: Send + Sync {
 /// Build the pre-tokenizer a tokenizer.json `pre_tokenizer` object describes.
 pub fn from_json(v: &Value) -> Result<Box<dyn PreTokenizer>> {
     let ty = v.get("type").and_then(Value::as_str).unwrap_or("?");
-    Err(Error::unsupported(format!("pre-tokenizer `{ty}` is not supported")))
+    Err(Error::unsupported(format!(
+        "pre-tokenizer `{ty}` is not supported"
+    )))
 }

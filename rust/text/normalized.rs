@@ -250,7 +250,10 @@ impl NormalizedString {
         I: IntoIterator<Item = (char, isize)>,
     {
         let mut replaced = self.normalized[r.clone()].chars();
-        let initial_removed: usize = (&mut replaced).take(initial_offset).map(char::len_utf8).sum();
+        let initial_removed: usize = (&mut replaced)
+            .take(initial_offset)
+            .map(char::len_utf8)
+            .sum();
         let mut offset = r.start + initial_removed;
         let mut new_align = Vec::with_capacity(r.len());
         let mut new_text = String::with_capacity(r.len());
@@ -270,7 +273,10 @@ impl NormalizedString {
                 }
             }
             if change < 0 {
-                let removed: usize = (&mut replaced).take((-change) as usize).map(char::len_utf8).sum();
+                let removed: usize = (&mut replaced)
+                    .take((-change) as usize)
+                    .map(char::len_utf8)
+                    .sum();
                 offset += removed;
             }
             new_align.extend(std::iter::repeat_n(align, c.len_utf8()));
@@ -354,8 +360,9 @@ impl NormalizedString {
 
     pub fn append(&mut self, s: &str) -> &mut Self {
         if let Some((b, prev)) = self.normalized.char_indices().last() {
-            let t: Vec<(char, isize)> =
-                std::iter::once((prev, 0)).chain(s.chars().map(|c| (c, 1))).collect();
+            let t: Vec<(char, isize)> = std::iter::once((prev, 0))
+                .chain(s.chars().map(|c| (c, 1)))
+                .collect();
             let len = self.len();
             self.transform_range(b..len, t, 0);
         } else {
@@ -430,7 +437,11 @@ impl NormalizedString {
 
     /// Split on `pattern`, treating the delimiters as `behavior` says. Empty pieces are kept
     /// here; `PreTokenizedString::split` drops them.
-    pub fn split(&self, pattern: &impl Pattern, behavior: SplitBehavior) -> Result<Vec<NormalizedString>> {
+    pub fn split(
+        &self,
+        pattern: &impl Pattern,
+        behavior: SplitBehavior,
+    ) -> Result<Vec<NormalizedString>> {
         let matches = pattern.find_matches(&self.normalized)?;
         let pieces: Vec<((usize, usize), bool)> = match behavior {
             SplitBehavior::Isolated => matches.into_iter().map(|(o, _)| (o, false)).collect(),
@@ -512,9 +523,23 @@ impl NormalizedString {
     }
 
     fn lrstrip(&mut self, left: bool, right: bool) -> &mut Self {
-        let leading = if left { self.normalized.chars().take_while(|c| c.is_whitespace()).count() } else { 0 };
-        let trailing =
-            if right { self.normalized.chars().rev().take_while(|c| c.is_whitespace()).count() } else { 0 };
+        let leading = if left {
+            self.normalized
+                .chars()
+                .take_while(|c| c.is_whitespace())
+                .count()
+        } else {
+            0
+        };
+        let trailing = if right {
+            self.normalized
+                .chars()
+                .rev()
+                .take_while(|c| c.is_whitespace())
+                .count()
+        } else {
+            0
+        };
         if leading > 0 || trailing > 0 {
             let count = self.normalized.chars().count();
             // The reference compares a char index with a *byte* length here; kept for parity.

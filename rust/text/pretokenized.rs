@@ -14,7 +14,10 @@ pub struct Split {
 
 impl From<NormalizedString> for Split {
     fn from(normalized: NormalizedString) -> Self {
-        Split { normalized, tokens: None }
+        Split {
+            normalized,
+            tokens: None,
+        }
     }
 }
 
@@ -43,7 +46,10 @@ impl PreTokenizedString {
             }
             for n in f(i, s.normalized)? {
                 if !n.is_empty() {
-                    out.push(Split { normalized: n, tokens: None });
+                    out.push(Split {
+                        normalized: n,
+                        tokens: None,
+                    });
                 }
             }
         }
@@ -83,7 +89,11 @@ impl ByteToCharOffsets {
         match self.map.get(e) {
             Some(&end) => Some((start, end as usize)),
             None => {
-                let last = e.checked_sub(1).and_then(|i| self.map.get(i)).map(|&x| x as usize).unwrap_or(start + 1);
+                let last = e
+                    .checked_sub(1)
+                    .and_then(|i| self.map.get(i))
+                    .map(|&x| x as usize)
+                    .unwrap_or(start + 1);
                 Some((start, last + 1))
             }
         }
