@@ -32,15 +32,16 @@ pub struct WordPiece {
     max_input_chars_per_word: usize,
 }
 
-/// Turn (entry, id) pairs, in order, into the lookup tables: a repeated entry keeps its last id,
-/// and an id shared by several entries decodes to the one that came last.
-pub(super) fn build_vocab(
-    pairs: Vec<(String, u32)>,
-) -> (
+/// entry → id, id → entry, and the ids carried by several entries.
+pub(super) type VocabTables = (
     AHashMap<String, u32>,
     AHashMap<u32, Box<str>>,
     AHashSet<u32>,
-) {
+);
+
+/// Turn (entry, id) pairs, in order, into the lookup tables: a repeated entry keeps its last id,
+/// and an id shared by several entries decodes to the one that came last.
+pub(super) fn build_vocab(pairs: Vec<(String, u32)>) -> VocabTables {
     let mut last: AHashMap<String, (u32, usize)> = AHashMap::with_capacity(pairs.len());
     for (pos, (token, id)) in pairs.into_iter().enumerate() {
         last.insert(token, (id, pos));
@@ -295,7 +296,9 @@ mod tests {
         WordPiece::new(v, "[UNK]", "##", max)
     }
 
-    fn run(m: &WordPiece, s: &str) -> Result<Vec<(u32, Option<String>, (usize, usize))>> {
+    type Row = (u32, Option<String>, (usize, usize));
+
+    fn run(m: &WordPiece, s: &str) -> Result<Vec<Row>> {
         let mut out = Vec::new();
         m.tokenize(s, &mut out)?;
         Ok(out
