@@ -63,7 +63,8 @@ def main():
     shown = 0
     for (p, lc, sa), line in zip(reqs, out):
         got = json.loads(line)
-        raw = open(p, "rb").read()
+        with open(p, "rb") as fh:
+            raw = fh.read()
         n += 1
         if "err" in got:
             # Expected only for invalid UTF-8, no [UNK], or (HF) reading failures.
