@@ -52,7 +52,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
         } else if let Some(text) = req.get("text").and_then(Value::as_str) {
-            let m = model.as_ref().ok_or("no model")?;
+            let Some(m) = model.as_ref() else {
+                serde_json::to_writer(&mut out, &json!({"err": "no model"}))?;
+                out.write_all(b"\n")?;
+                continue;
+            };
             toks.clear();
             match m.tokenize(text, &mut toks) {
                 Ok(()) => {

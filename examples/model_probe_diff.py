@@ -136,6 +136,37 @@ def main():
         if fam == "WordLevel":
             texts += list(model["vocab"])[:4]
         cases.append((fam, {"model": model}, model, texts))
+    special = [
+        {"type": "Unigram", "vocab": [["", -1.0], ["a", -2.0], ["<unk>", 0]], "unk_id": 2},
+        {"type": "Unigram", "vocab": [["a", -1]], "unk_id": 0.0},
+        {"type": "Unigram", "vocab": [["a", -1]], "unk_id": -1},
+        {"type": "Unigram", "vocab": [["a", -1]], "byte_fallback": None},
+        {"type": "Unigram", "vocab": [["a", "-1"]]},
+        {"type": "Unigram", "vocab": [["a", -1, 0]]},
+        {"type": "Unigram", "vocab": [["a", 10**20]], "unk_id": None},
+        {"type": "Unigram", "vocab": [], "unk_id": 0},
+        {"type": "Unigram", "vocab": []},
+        {"vocab": [["a", -1.0], ["<unk>", -3.0]], "unk_id": 1, "byte_fallback": True},
+        {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+         "max_input_chars_per_word": -1, "vocab": {"a": 0}},
+        {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+         "max_input_chars_per_word": 5, "vocab": {"a": 1.0}},
+        {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+         "max_input_chars_per_word": 5, "vocab": {"a": 2**32}},
+        {"type": "WordPiece", "unk_token": "[UNK]", "max_input_chars_per_word": 5, "vocab": {"a": 1}},
+        {"type": "WordPiece", "unk_token": None, "continuing_subword_prefix": "##",
+         "max_input_chars_per_word": 5, "vocab": {"a": 1}},
+        {"unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 5,
+         "vocab": {"a": 1, "##": 2, "": 3, "[UNK]": 4}},
+        {"type": "WordLevel", "vocab": {"a": 1}},
+        {"type": "WordLevel", "unk_token": "a", "vocab": {"a": 1, "": 2}},
+        {"type": "WordLevel", "unk_token": "a", "vocab": [["a", 1]]},
+    ]
+    for model in special:
+        fam = "Unigram" if isinstance(model.get("vocab"), list) else (
+            "WordPiece" if "max_input_chars_per_word" in model else "WordLevel")
+        texts = ["a", "aa", "ab", "", "é", "a##a", "<0x61>"]
+        cases.append((fam, {"model": model}, model, texts))
     words = corpus_words(70000) if os.environ.get("REAL", "1") == "1" else []
     real = {
         "WordPiece": [
@@ -196,6 +227,8 @@ def main():
             continue
         st[1] += 1
         if err is not None:
+            for _ in texts:
+                next(it)
             continue
         if load["size"] != m.get_vocab_size() if hasattr(m, "get_vocab_size") else False:
             print("SIZE MISMATCH", fam, load["size"])
