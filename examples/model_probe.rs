@@ -75,6 +75,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 Err(e) => json!({"err": format!("{:?}", e.kind), "msg": e.message}),
             }
+        } else if let Some(p) = req.get("bench").and_then(Value::as_str) {
+            // Time the current model over the whitespace-separated words of a file.
+            let text = std::fs::read_to_string(p)?;
+            let prefix = req.get("prefix").and_then(Value::as_str).unwrap_or("");
+            let words: Vec<String> = text
+                .split_whitespace()
+                .map(|w| format!("{prefix}{w}"))
+                .collect();
+            let m = model.as_ref().ok_or("no model")?;
+            let t0 = std::time::Instant::now();
+            let mut n_tok = 0usize;
+            for w in &words {
+                toks.clear();
+                let _ = m.tokenize(w, &mut toks);
+                n_tok += toks.len();
+            }
+            let dt = t0.elapsed().as_secs_f64();
+            json!({"words": words.len(), "tokens": n_tok, "seconds": dt,
+                   "bytes_per_second": text.len() as f64 / dt})
         } else if let Some(p) = req.get("vocab_txt").and_then(Value::as_str) {
             let bytes = std::fs::read(p)?;
             let lc = req.get("lowercase").and_then(Value::as_bool);

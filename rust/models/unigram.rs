@@ -27,6 +27,8 @@ const NO_START: u32 = u32::MAX;
 
 pub struct Unigram {
     pieces: Vec<(Box<str>, f64)>,
+    /// Scores by id, apart from the strings for cache locality in the forward pass.
+    scores: Vec<f64>,
     token_to_id: AHashMap<Box<str>, u32>,
     /// Piece → id of its last occurrence (the id lookups and matching use).
     trie: Trie,
@@ -106,6 +108,7 @@ impl Unigram {
             }
         }
         Ok(Unigram {
+            scores: pieces.iter().map(|p| p.1).collect(),
             pieces,
             token_to_id,
             trie,
@@ -193,7 +196,7 @@ impl Unigram {
             let char_len = utf8_len(bytes[pos]);
             let mut has_single = false;
             for (len, id) in self.trie.common_prefixes(&bytes[pos..]) {
-                let score = self.pieces.get(id as usize).map_or(0.0, |p| p.1);
+                let score = self.scores.get(id as usize).copied().unwrap_or(0.0);
                 let cand = here + score;
                 let slot = &mut best[pos + len];
                 if slot.start == NO_START || cand > slot.score {
