@@ -25,10 +25,15 @@ struct Node {
 /// Nodes with more edges than this get a dense transition table.
 const DENSE_MIN_EDGES: usize = 24;
 
-/// An immutable byte trie mapping keys to `u32` values.
+/// An immutable byte trie mapping keys to `u32` values (one pointer wide: the tables are boxed).
 #[derive(Clone, Debug)]
 pub struct Trie {
-    root: Box<[u32; 256]>,
+    t: Box<Tables>,
+}
+
+#[derive(Clone, Debug)]
+struct Tables {
+    root: [u32; 256],
     dense: Vec<[u32; 256]>,
     /// The root is node 0 (its value is the empty key's, which searches never report).
     nodes: Vec<Node>,
@@ -78,7 +83,7 @@ impl TrieBuilder {
         let mut nodes = Vec::with_capacity(self.nodes.len());
         let mut labels = Vec::with_capacity(self.nodes.len());
         let mut targets = Vec::with_capacity(self.nodes.len());
-        let mut root = Box::new([NONE; 256]);
+        let mut root = [NONE; 256];
         let mut dense = Vec::new();
         for (i, (value, children)) in self.nodes.iter().enumerate() {
             let mut table = None;
@@ -104,11 +109,13 @@ impl TrieBuilder {
             }
         }
         Trie {
-            root,
-            dense,
-            nodes,
-            labels,
-            targets,
+            t: Box::new(Tables {
+                root,
+                dense,
+                nodes,
+                labels,
+                targets,
+            }),
         }
     }
 }
@@ -132,21 +139,22 @@ impl Trie {
     #[inline]
     fn child(&self, node: u32, label: u8) -> u32 {
         if node == 0 {
-            return self.root[label as usize];
+            return self.t.root[label as usize];
         }
-        let Some(n) = self.nodes.get(node as usize) else {
+        let Some(n) = self.t.nodes.get(node as usize) else {
             return NONE;
         };
         if n.dense != NONE {
             return self
+                .t
                 .dense
                 .get(n.dense as usize)
                 .map_or(NONE, |t| t[label as usize]);
         }
         let (first, len) = (n.first as usize, n.len as usize);
         let (Some(labels), Some(targets)) = (
-            self.labels.get(first..first + len),
-            self.targets.get(first..first + len),
+            self.t.labels.get(first..first + len),
+            self.t.targets.get(first..first + len),
         ) else {
             return NONE;
         };
@@ -167,7 +175,7 @@ impl Trie {
 
     #[inline]
     fn value(&self, node: u32) -> u32 {
-        self.nodes.get(node as usize).map_or(NONE, |n| n.value)
+        self.t.nodes.get(node as usize).map_or(NONE, |n| n.value)
     }
 
     /// The value of `key`, if it was inserted.
