@@ -68,3 +68,57 @@ impl Default for PaddingParams {
         }
     }
 }
+
+// ---- Placeholders until the encoding operations land (replaced by the processors work). ----
+
+impl Encoding {
+    /// Append `pair` to this encoding.
+    pub fn merge_with(&mut self, pair: Encoding, _growing_offsets: bool) {
+        self.ids.extend(pair.ids);
+        self.type_ids.extend(pair.type_ids);
+        self.tokens.extend(pair.tokens);
+        self.words.extend(pair.words);
+        self.offsets.extend(pair.offsets);
+        self.special_tokens_mask.extend(pair.special_tokens_mask);
+        self.attention_mask.extend(pair.attention_mask);
+    }
+}
+
+pub fn truncate_encodings(
+    enc: Encoding,
+    pair: Option<Encoding>,
+    _params: &TruncationParams,
+) -> crate::error::Result<(Encoding, Option<Encoding>)> {
+    Err(crate::error::Error::unsupported(
+        "truncation is not implemented yet",
+    ))
+    .map(|()| (enc, pair))
+}
+
+pub fn pad_encodings(_encs: &mut [Encoding], _params: &PaddingParams) -> crate::error::Result<()> {
+    Err(crate::error::Error::unsupported(
+        "padding is not implemented yet",
+    ))
+}
+
+impl PaddingParams {
+    pub fn from_json(_v: &serde_json::Value) -> crate::error::Result<Self> {
+        Err(crate::error::Error::unsupported(
+            "padding is not implemented yet",
+        ))
+    }
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}
+
+impl TruncationParams {
+    pub fn from_json(_v: &serde_json::Value) -> crate::error::Result<Self> {
+        Err(crate::error::Error::unsupported(
+            "truncation is not implemented yet",
+        ))
+    }
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}

@@ -17,6 +17,7 @@ pub mod error;
 pub mod formats;
 pub mod models;
 pub mod normalizers;
+pub mod parallel;
 pub mod pre_tokenizers;
 pub mod processors;
 pub mod sentencepiece;
