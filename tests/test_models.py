@@ -225,7 +225,18 @@ def test_unigram_file_fields():
 # Small alphabets make matches likely; the corners are combining marks, astral characters,
 # every kind of white space and control characters.
 ALPHABET = list("abcé<>0") + [
-    "\u0301", "𝔸", "😀", " ", "\t", "\u00a0", "\u3000", "\u2028", "\r", "\n", "\x00", "\x85",
+    "\u0301",
+    "𝔸",
+    "😀",
+    " ",
+    "\t",
+    "\u00a0",
+    "\u3000",
+    "\u2028",
+    "\r",
+    "\n",
+    "\x00",
+    "\x85",
 ]
 chars = st.sampled_from(ALPHABET)
 words = st.text(chars, min_size=1, max_size=4)
@@ -263,9 +274,7 @@ def wordpiece_models(draw):
     )
 
 
-HSET = settings(
-    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+HSET = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @HSET
