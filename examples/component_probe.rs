@@ -60,9 +60,10 @@ fn main() {
                 }
             }
             (None, Some(Ok(p))) => {
-                let mut pts = PreTokenizedString::from_splits(vec![
-                    NormalizedString::from(text.as_str()).into(),
-                ]);
+                let mut pts =
+                    PreTokenizedString::from_splits(vec![
+                        NormalizedString::from(text.as_str()).into()
+                    ]);
                 match p.pre_tokenize(&mut pts) {
                     Err(e) => json!({"error": e.message}),
                     Ok(()) => {
@@ -70,7 +71,10 @@ fn main() {
                             .splits
                             .iter()
                             .map(|s| {
-                                json!([s.normalized.get(), to_chars(s.normalized.offsets_original())])
+                                json!([
+                                    s.normalized.get(),
+                                    to_chars(s.normalized.offsets_original())
+                                ])
                             })
                             .collect();
                         json!({ "splits": splits })

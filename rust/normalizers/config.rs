@@ -28,10 +28,7 @@ impl<'a> Obj<'a> {
     }
 
     pub(crate) fn bad(&self, name: &str, expected: &str) -> Error {
-        Error::invalid(format!(
-            "{}: field `{name}` must be {expected}",
-            self.what
-        ))
+        Error::invalid(format!("{}: field `{name}` must be {expected}", self.what))
     }
 
     pub(crate) fn req(&self, name: &str) -> Result<&'a Value> {
@@ -47,7 +44,10 @@ impl<'a> Obj<'a> {
     pub(crate) fn opt_bool(&self, name: &str) -> Result<Option<bool>> {
         match self.map.get(name) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => v.as_bool().map(Some).ok_or_else(|| self.bad(name, "a boolean")),
+            Some(v) => v
+                .as_bool()
+                .map(Some)
+                .ok_or_else(|| self.bad(name, "a boolean")),
         }
     }
 
@@ -92,14 +92,13 @@ impl<'a> Obj<'a> {
         }
     }
 
-    pub(crate) fn opt_behavior(
-        &self,
-        name: &str,
-    ) -> Result<Option<crate::text::SplitBehavior>> {
+    pub(crate) fn opt_behavior(&self, name: &str) -> Result<Option<crate::text::SplitBehavior>> {
         match self.map.get(name) {
             None => Ok(None),
             Some(v) => {
-                let s = v.as_str().ok_or_else(|| self.bad(name, "a split behavior name"))?;
+                let s = v
+                    .as_str()
+                    .ok_or_else(|| self.bad(name, "a split behavior name"))?;
                 crate::text::SplitBehavior::from_name(s)
                     .map(Some)
                     .map_err(|e| e.context(format!("{}: field `{name}`", self.what)))

@@ -141,7 +141,10 @@ mod tests {
     #[test]
     fn untyped_objects_fall_back_by_fields() {
         // No type, but the Strip fields: a Strip (right only).
-        assert_eq!(norm(json!({"strip_left": false, "strip_right": true}), " a "), " a");
+        assert_eq!(
+            norm(json!({"strip_left": false, "strip_right": true}), " a "),
+            " a"
+        );
         assert_eq!(norm(json!({"prepend": "x"}), "a"), "xa");
     }
 

@@ -36,7 +36,9 @@ impl Precompiled {
         let head: [u8; 4] = bytes
             .get(..4)
             .and_then(|b| b.try_into().ok())
-            .ok_or_else(|| Error::invalid(format!("{what}: cannot parse (shorter than 4 bytes)")))?;
+            .ok_or_else(|| {
+                Error::invalid(format!("{what}: cannot parse (shorter than 4 bytes)"))
+            })?;
         let trie_bytes = (u32::from_le_bytes(head) as usize / 4) * 4;
         let blob = bytes
             .get(4 + trie_bytes..)

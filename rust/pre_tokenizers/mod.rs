@@ -3,6 +3,7 @@
 
 pub mod bert;
 pub mod metaspace;
+mod scripts_table;
 pub mod split;
 pub mod tables;
 pub mod unicode_scripts;
@@ -51,7 +52,7 @@ pub fn from_json(v: &Value) -> Result<Box<dyn PreTokenizer>> {
         Some("Split") => Box::new(Split::from_obj(&o)?),
         Some("CharDelimiterSplit") => Box::new(CharDelimiterSplit::from_obj(&o)?),
         Some("FixedLength") => Box::new(FixedLength::from_obj(&o)?),
-        Some("UnicodeScripts") => Box::new(UnicodeScripts::new()?),
+        Some("UnicodeScripts") => Box::new(UnicodeScripts),
         Some("ByteLevel") => Box::new(crate::byte_level::ByteLevel::from_json(v)?),
         Some("Sequence") => {
             let list = o.req_array("pretokenizers")?;

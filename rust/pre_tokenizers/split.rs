@@ -17,7 +17,12 @@ pub struct Split {
 }
 
 impl Split {
-    pub fn new(is_regex: bool, pattern: &str, behavior: SplitBehavior, invert: bool) -> Result<Self> {
+    pub fn new(
+        is_regex: bool,
+        pattern: &str,
+        behavior: SplitBehavior,
+        invert: bool,
+    ) -> Result<Self> {
         Ok(Split {
             pattern: TextPattern::new(is_regex, pattern)?,
             behavior,
@@ -54,7 +59,9 @@ pub struct Punctuation {
 impl Punctuation {
     pub(crate) fn from_obj(o: &Obj) -> Result<Self> {
         Ok(Punctuation {
-            behavior: o.opt_behavior("behavior")?.unwrap_or(SplitBehavior::Isolated),
+            behavior: o
+                .opt_behavior("behavior")?
+                .unwrap_or(SplitBehavior::Isolated),
         })
     }
 }
@@ -144,7 +151,9 @@ impl PreTokenizer for FixedLength {
     fn pre_tokenize(&self, pts: &mut PreTokenizedString) -> Result<()> {
         if self.length == 0 {
             // The reference panics on chunks of 0; refuse instead.
-            return Err(Error::invalid("pre-tokenizer `FixedLength`: length must be > 0"));
+            return Err(Error::invalid(
+                "pre-tokenizer `FixedLength`: length must be > 0",
+            ));
         }
         let len = self.length;
         pts.split(|_, n| {
