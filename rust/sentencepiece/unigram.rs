@@ -192,17 +192,15 @@ mod tests {
 
     #[test]
     fn unknown_characters_score_min_normal_minus_ten() {
-        // min over NORMAL pieces is b's -100 (the unk piece's 0.0 does not count): an unknown
-        // `x` scores -110, so `x a` totals -113 against the piece `xa`.
-        let with_xa = |s: f32| {
-            model(&[("a", -3.0, Normal), ("b", -100.0, Normal), ("xa", s, Normal)])
-        };
-        assert_eq!(seg(&with_xa(-112.9), "xa"), vec![(3, 0, 2)]);
-        assert_eq!(seg(&with_xa(-113.1), "xa"), vec![(0, 0, 1), (1, 1, 2)]);
+        // The minimum over NORMAL pieces is xa's -20 (the unk piece's 0.0 does not count), so
+        // an unknown `x` scores -30 and `x a` totals -30 + score(a) against xa's -20.
+        let with_a = |s: f32| model(&[("a", s, Normal), ("xa", -20.0, Normal)]);
+        assert_eq!(seg(&with_a(9.5), "xa"), vec![(2, 0, 2)]);
+        assert_eq!(seg(&with_a(10.5), "xa"), vec![(0, 0, 1), (1, 1, 2)]);
         // A tie keeps the path whose last piece starts first: `xa`.
-        assert_eq!(seg(&with_xa(-113.0), "xa"), vec![(3, 0, 2)]);
+        assert_eq!(seg(&with_a(10.0), "xa"), vec![(2, 0, 2)]);
         // A multi-byte unknown character is one node.
-        assert_eq!(seg(&with_xa(-113.0), "éa"), vec![(0, 0, 2), (1, 2, 3)]);
+        assert_eq!(seg(&with_a(10.0), "éa"), vec![(0, 0, 2), (1, 2, 3)]);
     }
 
     #[test]
