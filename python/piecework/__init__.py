@@ -1,5 +1,6 @@
 """piecework: exact, fast tokenizers with a Rust core."""
 
 from ._core import InvalidDataError, TokenizerError, UnsupportedModelError
+from .sentencepiece import SentencePieceProcessor
 
-__all__ = ["TokenizerError", "InvalidDataError", "UnsupportedModelError"]
+__all__ = ["TokenizerError", "InvalidDataError", "UnsupportedModelError", "SentencePieceProcessor"]
