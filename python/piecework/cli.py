@@ -75,7 +75,7 @@ def _cmd_encode(args: argparse.Namespace, out: IO[str]) -> int:
         elif args.input == "-":
             texts = _lines(sys.stdin)
         else:
-            texts = _lines(stack.enter_context(open(args.input, encoding="utf-8", newline="")))
+            texts = _lines(stack.enter_context(open(args.input, encoding="utf-8", newline="\n")))
         for chunk in _chunks(texts):
             for enc in tok.encode_batch(chunk, add_special_tokens=add_special):
                 out.write(json.dumps({"ids": enc.ids, "tokens": enc.tokens}, ensure_ascii=False))
@@ -167,7 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if hasattr(out, "reconfigure"):
         out.reconfigure(encoding="utf-8")  # JSON lines are UTF-8 whatever the locale
     if hasattr(sys.stdin, "reconfigure"):
-        sys.stdin.reconfigure(encoding="utf-8")
+        # lines end at LF (or CR LF) only, as for --input FILE
+        sys.stdin.reconfigure(encoding="utf-8", newline="\n")
     try:
         return int(args.func(args, out))
     except BrokenPipeError:

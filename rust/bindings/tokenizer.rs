@@ -343,8 +343,8 @@ impl PyTokenizer {
                 None => PaddingStrategy::BatchLongest,
             },
             direction: parse_direction(direction)?,
-            // As in the reference, 0 means "no multiple".
-            pad_to_multiple_of: pad_to_multiple_of.filter(|&m| m != 0),
+            // Kept as given, 0 included (the reference reports it back and pads as if absent).
+            pad_to_multiple_of,
             pad_id,
             pad_type_id,
             pad_token: pad_token.to_owned(),
