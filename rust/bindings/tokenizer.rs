@@ -17,16 +17,13 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-#[path = "pool.rs"]
-mod pool;
 
-pub(crate) use pool::run_in_pool;
+/// Batch work runs in the crate's fork-safe pool.
+pub(crate) use crate::parallel::install as run_in_pool;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTokenizer>()?;
     m.add_class::<PyEncoding>()?;
-    m.add_function(wrap_pyfunction!(pool::set_num_threads, m)?)?;
-    m.add_function(wrap_pyfunction!(pool::get_num_threads, m)?)?;
     Ok(())
 }
 
