@@ -45,6 +45,14 @@ def make_wordpiece():
     return tok
 
 
+def make_wordpiece_bare():
+    """No normalizer and no pre-tokenizer: the whole text is one word for the model."""
+    tok = make_wordpiece()
+    tok.normalizer = None
+    tok.pre_tokenizer = None
+    return tok
+
+
 def make_wordlevel():
     vocab = {t: i for i, t in enumerate(WORDLEVEL_VOCAB)}
     tok = tokenizers.Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
@@ -52,7 +60,11 @@ def make_wordlevel():
     return tok
 
 
-MAKERS = {"wordpiece": make_wordpiece, "wordlevel": make_wordlevel}
+MAKERS = {
+    "wordpiece": make_wordpiece,
+    "wordpiece-bare": make_wordpiece_bare,
+    "wordlevel": make_wordlevel,
+}
 
 
 @pytest.fixture(params=sorted(MAKERS))
@@ -150,7 +162,7 @@ def test_encoding_object(both):
     e, t = ours.encode("hello world", "a"), theirs.encode("hello world", "a")
     assert len(e) == len(t)
     assert repr(e) == repr(t)
-    assert e.words == t.words
+    assert e.words == e.word_ids == t.word_ids
     assert isinstance(e, piecework.Encoding)
 
 
@@ -545,3 +557,17 @@ def test_public_names():
     compare_batches(ours.encode_batch(TEXTS), theirs.encode_batch(TEXTS))
     piecework.set_num_threads(0)
     assert piecework.get_num_threads() >= 1
+
+
+def test_type_stubs_match_the_extension():
+    pytest.importorskip("mypy")
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "piecework._core"],
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    assert r.returncode == 0, r.stdout.decode()[-3000:]

@@ -5,11 +5,14 @@ from typing import Any, final
 from typing_extensions import TypeAlias
 
 __all__ = [
+    "DlpackBuffer",
     "Encoding",
     "InvalidDataError",
+    "TokenBatch",
     "Tokenizer",
     "TokenizerError",
     "UnsupportedModelError",
+    "_batch_from_rows",
     "get_num_threads",
     "set_num_threads",
 ]
@@ -52,6 +55,10 @@ class Tokenizer:
     def from_str(json: str) -> Tokenizer: ...
     @staticmethod
     def from_buffer(buffer: bytes) -> Tokenizer: ...
+    @staticmethod
+    def from_vocab_txt(
+        data: bytes, lowercase: bool | None = None, strip_accents: bool | None = None
+    ) -> Tokenizer: ...
     def to_str(self, pretty: bool = False) -> str: ...
     def encode(
         self,
@@ -98,3 +105,31 @@ class Tokenizer:
 
 def set_num_threads(n: int) -> None: ...
 def get_num_threads() -> int: ...
+
+@final
+class DlpackBuffer:
+    def __len__(self) -> int: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Any | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+
+@final
+class TokenBatch:
+    def __len__(self) -> int: ...
+    @property
+    def num_tokens(self) -> int: ...
+    @property
+    def ids_buffer(self) -> DlpackBuffer: ...
+    @property
+    def row_splits_buffer(self) -> DlpackBuffer: ...
+    def row(self, i: int) -> list[int]: ...
+    def to_list(self) -> list[list[int]]: ...
+    def __arrow_c_array__(self, requested_schema: Any | None = None) -> tuple[Any, Any]: ...
+
+def _batch_from_rows(rows: Sequence[Sequence[int]]) -> TokenBatch: ...

@@ -56,11 +56,6 @@ def _chunks(texts: Iterator[str]) -> Iterator[list[str]]:
 
 
 def _cmd_encode(args: argparse.Namespace, out: IO[str]) -> int:
-    tok = Tokenizer.from_file(args.tokenizer or DEFAULT_TOKENIZER)
-    # One line per text: padding would only append pad tokens, so it is off; the file's
-    # truncation stays (it is part of what the tokenizer produces).
-    tok.no_padding()
-    add_special = not args.no_special_tokens
     if args.input is not None and args.text:
         print("piecework encode: give TEXT arguments or --input, not both", file=sys.stderr)
         return 2
@@ -69,6 +64,11 @@ def _cmd_encode(args: argparse.Namespace, out: IO[str]) -> int:
             "piecework encode: give TEXT arguments or --input FILE (- for stdin)", file=sys.stderr
         )
         return 2
+    tok = Tokenizer.from_file(args.tokenizer or DEFAULT_TOKENIZER)
+    # One line per text: padding would only append pad tokens, so it is off; the file's
+    # truncation stays (it is part of what the tokenizer produces).
+    tok.no_padding()
+    add_special = not args.no_special_tokens
     with contextlib.ExitStack() as stack:
         if args.input is None:
             texts: Iterator[str] = iter(args.text)

@@ -17,7 +17,6 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-
 /// Batch work runs in the crate's fork-safe pool.
 pub(crate) use crate::parallel::install as run_in_pool;
 
@@ -183,13 +182,33 @@ impl PyTokenizer {
 
     /// Load a tokenizer.json document given as UTF-8 bytes.
     #[staticmethod]
-    fn from_buffer(py: Python<'_>, buffer: Vec<u8>) -> PyResult<Self> {
+    fn from_buffer(py: Python<'_>, buffer: &[u8]) -> PyResult<Self> {
         let tok = py
             .detach(|| {
-                let json = std::str::from_utf8(&buffer).map_err(|e| {
+                let json = std::str::from_utf8(buffer).map_err(|e| {
                     crate::Error::invalid(format!("tokenizer.json is not UTF-8: {e}"))
                 })?;
                 Tokenizer::from_json_str(json)
+            })
+            .map_err(to_py_err)?;
+        Ok(Self::new(tok))
+    }
+
+    /// The BERT tokenizer of a vocab.txt (what `tokenizers.BertWordPieceTokenizer` builds).
+    /// `lowercase=None` guesses the casing from the entries; `strip_accents=None` follows it.
+    #[staticmethod]
+    #[pyo3(signature = (data, lowercase = None, strip_accents = None))]
+    fn from_vocab_txt(
+        py: Python<'_>,
+        data: &[u8],
+        lowercase: Option<bool>,
+        strip_accents: Option<bool>,
+    ) -> PyResult<Self> {
+        let tok = py
+            .detach(|| {
+                let doc =
+                    crate::formats::vocab_txt::bert_tokenizer_json(data, lowercase, strip_accents)?;
+                Tokenizer::from_json_value(doc)
             })
             .map_err(to_py_err)?;
         Ok(Self::new(tok))
