@@ -205,11 +205,7 @@ impl PyTokenizer {
         strip_accents: Option<bool>,
     ) -> PyResult<Self> {
         let tok = py
-            .detach(|| {
-                let doc =
-                    crate::formats::vocab_txt::bert_tokenizer_json(data, lowercase, strip_accents)?;
-                Tokenizer::from_json_value(doc)
-            })
+            .detach(|| Tokenizer::from_vocab_txt(data, lowercase, strip_accents))
             .map_err(to_py_err)?;
         Ok(Self::new(tok))
     }
