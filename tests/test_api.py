@@ -166,6 +166,74 @@ def test_encoding_object(both):
     assert isinstance(e, piecework.Encoding)
 
 
+ENCODING_INPUTS = [
+    ("hello world the a", None),
+    ("hello, world!", "the unaffable a"),
+    (["hello", "world", "x"], ["a", "the"]),
+    ("", "a"),
+]
+
+
+@pytest.mark.parametrize("first,pair", ENCODING_INPUTS)
+def test_encoding_helpers(both, first, pair):
+    theirs, ours = both
+    pre = isinstance(first, list)
+    e = ours.encode(first, pair, is_pretokenized=pre)
+    t = theirs.encode(first, pair, is_pretokenized=pre)
+    compare_encodings(e, t)
+    n = len(t)
+    for seq in (0, 1, 2):
+        for w in range(8):
+            assert e.word_to_tokens(w, seq) == t.word_to_tokens(w, seq), (w, seq)
+            assert e.word_to_chars(w, seq) == t.word_to_chars(w, seq), (w, seq)
+        for c in range(40):
+            assert e.char_to_token(c, seq) == t.char_to_token(c, seq), (c, seq)
+            assert e.char_to_word(c, seq) == t.char_to_word(c, seq), (c, seq)
+    assert e.word_to_tokens(1) == t.word_to_tokens(1)
+    assert e.char_to_token(3) == t.char_to_token(3)
+    for i in range(n + 2):
+        assert e.token_to_sequence(i) == t.token_to_sequence(i), i
+        assert e.token_to_chars(i) == t.token_to_chars(i), i
+        assert e.token_to_word(i) == t.token_to_word(i), i
+
+
+@pytest.mark.parametrize("first,pair", ENCODING_INPUTS)
+def test_encoding_in_place_ops(both, first, pair):
+    theirs, ours = both
+    pre = isinstance(first, list)
+    for op in (
+        lambda x: x.pad(12),
+        lambda x: x.pad(12, direction="left", pad_id=1, pad_type_id=1, pad_token="<p>"),
+        lambda x: x.truncate(3),
+        lambda x: x.truncate(4, stride=1, direction="left"),
+        lambda x: x.truncate(0),
+        lambda x: x.set_sequence_id(1),
+    ):
+        e = ours.encode(first, pair, is_pretokenized=pre)
+        t = theirs.encode(first, pair, is_pretokenized=pre)
+        op(e)
+        op(t)
+        compare_encodings(e, t)
+    e = ours.encode(first, pair, is_pretokenized=pre)
+    t = theirs.encode(first, pair, is_pretokenized=pre)
+    with pytest.raises(ValueError) as ref:
+        t.truncate(2, direction="up")
+    with pytest.raises(piecework.TokenizerError) as got:
+        e.truncate(2, direction="up")
+    assert str(got.value) == str(ref.value)
+    with pytest.raises(piecework.TokenizerError):
+        e.pad(2, direction="up")
+
+
+def test_encoding_merge(both):
+    theirs, ours = both
+    texts = ["hello world", "the a", ""]
+    for growing in (True, False):
+        m = piecework.Encoding.merge([ours.encode(x) for x in texts], growing_offsets=growing)
+        r = tokenizers.Encoding.merge([theirs.encode(x) for x in texts], growing_offsets=growing)
+        compare_encodings(m, r, f"growing={growing}")
+
+
 # ----------------------------------------------------------------------------- decoding
 @given(ids=st.lists(st.integers(0, len(WORDPIECE_VOCAB) + 3), max_size=30), skip=st.booleans())
 def test_decode(ids, skip):
