@@ -3,6 +3,7 @@ on the same tokenizer file (the bundled default, and a crafted one)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -179,7 +180,7 @@ def test_inspect_default():
 
 
 def test_convert_model_to_spm(DATA, tmp_path):
-    if not hasattr(_core, "sentencepiece_model_to_spm"):
+    if not hasattr(_core, "_SentencePiece"):
         pytest.skip("this build has no .spm writer")
     spm = pytest.importorskip("sentencepiece")
     model = DATA / "spm-test" / "test_model.model"
@@ -192,5 +193,16 @@ def test_convert_model_to_spm(DATA, tmp_path):
     lines = out.read_text(encoding="utf-8").split("\n")[:-1]
     assert len(lines) == sp.get_piece_size()
     assert piecework.detect_kind(out.read_bytes()) == "spm"
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    decoded = [base64.b64decode(line.split()[0]).decode("utf-8") for line in lines]
+    assert decoded == pieces
+    assert [float(line.split()[1]) for line in lines] == [
+        sp.get_score(i) for i in range(sp.get_piece_size())
+    ]
+    r = run_cli("inspect", str(model))
+    assert r.returncode == 0, r.stderr.decode()
+    (info,) = json_lines(r.stdout)
+    assert info["kind"] == "sentencepiece"
+    assert info["vocab_size"] == sp.get_piece_size()
     r = run_cli("convert", default_tokenizer_path(), str(tmp_path / "x.spm"))
     assert r.returncode == 2

@@ -97,14 +97,29 @@ def _model_type(data: bytes, kind: str) -> str | None:
     return None
 
 
+def _sentencepiece_core():
+    sp = getattr(_core, "_SentencePiece", None)
+    if sp is None:
+        raise _core.UnsupportedModelError("this build of piecework has no SentencePiece support")
+    return sp
+
+
 def _cmd_inspect(args: argparse.Namespace, out: IO[str]) -> int:
     with open(args.file, "rb") as f:
         data = f.read()
     kind = detect_kind(data)
     info = {"file": args.file, "kind": kind, "model": _model_type(data, kind)}
-    tok = Tokenizer.from_file(args.file)
-    info["vocab_size"] = tok.get_vocab_size(with_added_tokens=True)
-    info["vocab_size_without_added_tokens"] = tok.get_vocab_size(with_added_tokens=False)
+    if kind in ("tokenizer.json", "vocab.txt"):
+        tok = Tokenizer.from_file(args.file)
+        info["vocab_size"] = tok.get_vocab_size(with_added_tokens=True)
+        info["vocab_size_without_added_tokens"] = tok.get_vocab_size(with_added_tokens=False)
+    else:
+        sp = _sentencepiece_core()
+        if kind == "sentencepiece":
+            proc = sp.from_model_bytes(data)
+        else:
+            proc = sp.from_spm_text(data.decode("utf-8"))
+        info["vocab_size"] = proc.get_piece_size()
     out.write(json.dumps(info, ensure_ascii=False) + "\n")
     return 0
 
@@ -115,10 +130,7 @@ def _cmd_convert(args: argparse.Namespace, out: IO[str]) -> int:
     if detect_kind(data) != "sentencepiece":
         print(f"piecework convert: {args.input} is not a SentencePiece .model", file=sys.stderr)
         return 2
-    writer = getattr(_core, "sentencepiece_model_to_spm", None)
-    if writer is None:
-        raise _core.UnsupportedModelError("this build of piecework cannot write .spm files")
-    text = writer(data)
+    text = _sentencepiece_core().from_model_bytes(data).to_spm_text()
     with open(args.output, "w", encoding="utf-8", newline="") as f:
         f.write(text)
     return 0
