@@ -500,7 +500,9 @@ def test_detect_kind_crafted(tmp_path):
     assert detect(b"\n" + vocab_txt) == "vocab.txt"  # starts with 0x0A like a protobuf
     assert detect(b"\n\n\n[UNK]\n") == "vocab.txt"
     assert detect(b"") == "vocab.txt"
-    spm_lines = b"PHVuaz4= 0.0 2\nPHM+ 0 3\n4paB -1.5 1\nYQ== -2.25e-05 1\n"
+    spm_lines = (
+        b"PHVuaz4= 0.0 2\nPHM+ 0 3\n4paB -1.5 1\nYQ== -2.25e-05 1\nYg== -inf 1\nYw== 0.00001 6\n"
+    )
     assert detect(spm_lines) == "spm"
     assert detect(spm_lines.replace(b"\n", b"\r\n")) == "spm"
     assert detect(b"hello\nworld\n") == "vocab.txt"
