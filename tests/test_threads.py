@@ -29,12 +29,20 @@ def _key(enc) -> tuple:
     return (tuple(enc.ids), tuple(enc.attention_mask), tuple(enc.tokens), tuple(enc.offsets))
 
 
-def _configure(tok, padded: bool) -> None:
+# The two settings the toggler flips, one swap each; a call may see any of the four
+# combinations, but always one whole snapshot.
+CONFIGS = [(p, t) for p in (False, True) for t in (False, True)]
+
+
+def _configure(tok, config) -> None:
+    padded, truncated = config
     if padded:
         tok.enable_padding(pad_to_multiple_of=16, pad_token="[PAD]")
-        tok.enable_truncation(24, stride=4)
     else:
         tok.no_padding()
+    if truncated:
+        tok.enable_truncation(24, stride=4)
+    else:
         tok.no_truncation()
 
 
@@ -47,13 +55,15 @@ def test_encode_while_reconfiguring(tok):
     batches = [_texts(seed, 8) for seed in range(12)]
     singles = _texts(99, 24)
     expected = {}
-    for padded in (False, True):
-        _configure(tok, padded)
-        expected[padded] = (
+    for config in CONFIGS:
+        _configure(tok, config)
+        expected[config] = (
             [tuple(_key(e) for e in tok.encode_batch(b)) for b in batches],
             [_key(tok.encode(t)) for t in singles],
         )
-    assert expected[False] != expected[True]  # the two configurations are distinguishable
+    assert len({str(v) for v in expected.values()}) == 4  # all four are distinguishable
+    batch_ok = [{expected[c][0][i] for c in CONFIGS} for i in range(len(batches))]
+    single_ok = [{expected[c][1][i] for c in CONFIGS} for i in range(len(singles))]
 
     failures: list = []
     done = threading.Event()
@@ -65,21 +75,27 @@ def test_encode_while_reconfiguring(tok):
                 if rng.random() < 0.5:
                     i = rng.randrange(len(batches))
                     got = tuple(_key(e) for e in tok.encode_batch(batches[i]))
-                    ok = got in (expected[False][0][i], expected[True][0][i])
+                    ok = got in batch_ok[i]
                 else:
                     i = rng.randrange(len(singles))
                     got = _key(tok.encode(singles[i]))
-                    ok = got in (expected[False][1][i], expected[True][1][i])
+                    ok = got in single_ok[i]
                 if not ok:
                     failures.append((wid, i, got))
         except BaseException as e:  # noqa: BLE001 - reported below
             failures.append((wid, "exception", repr(e)))
 
     def toggler() -> None:
-        padded = False
+        rng = random.Random(1234)
         while not done.is_set():
-            padded = not padded
-            _configure(tok, padded)
+            if rng.random() < 0.5:
+                tok.enable_padding(pad_to_multiple_of=16)
+            else:
+                tok.no_padding()
+            if rng.random() < 0.5:
+                tok.enable_truncation(24, stride=4)
+            else:
+                tok.no_truncation()
             _ = tok.padding, tok.truncation
 
     threads = [threading.Thread(target=worker, args=(w,)) for w in range(WORKERS)]
@@ -93,11 +109,11 @@ def test_encode_while_reconfiguring(tok):
     flipper.join(timeout=60)
     assert not any(t.is_alive() for t in threads), "a worker hung"
     assert not failures, failures[:3]
-    _configure(tok, False)
+    _configure(tok, (False, False))
 
 
 def test_concurrent_readers_share_one_tokenizer(tok):
-    _configure(tok, False)
+    _configure(tok, (False, False))
     texts = _texts(7, 200)
     expected = [e.ids for e in tok.encode_batch(texts)]
     results: dict = {}
