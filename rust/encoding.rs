@@ -572,9 +572,9 @@ impl Encoding {
         let n = target_length - len;
         fn grow<T: Clone>(v: &mut Vec<T>, n: usize, x: T, left: bool) {
             if left {
-                v.splice(0..0, std::iter::repeat_n(x, n));
+                v.splice(0..0, std::iter::repeat(x).take(n));
             } else {
-                v.extend(std::iter::repeat_n(x, n));
+                v.extend(std::iter::repeat(x).take(n));
             }
         }
         let left = direction == Direction::Left;
@@ -680,4 +680,277 @@ pub fn pad_encodings(encodings: &mut [Encoding], params: &PaddingParams) -> Resu
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One token per letter of `s`, word i, offsets (i, i+1), type id `ty`.
+    pub(crate) fn letters(s: &str, ty: u32) -> Encoding {
+        let mut e = Encoding::default();
+        for (i, c) in s.chars().enumerate() {
+            e.ids.push(c as u32);
+            e.type_ids.push(ty);
+            e.tokens.push(c.to_string());
+            e.words.push(Some(i as u32));
+            e.offsets.push((i, i + 1));
+            e.special_tokens_mask.push(0);
+            e.attention_mask.push(1);
+        }
+        e
+    }
+
+    fn text(e: &Encoding) -> String {
+        e.tokens.concat()
+    }
+
+    #[test]
+    fn truncate_right_windows_overlap_by_stride() {
+        // 7 tokens, windows of 3 advancing by 3 - 1 = 2 from the start: abc, cde, efg.
+        let mut e = letters("abcdefg", 0);
+        e.truncate(3, 1, Direction::Right).unwrap();
+        assert_eq!(text(&e), "abc");
+        let over: Vec<_> = e.overflowing.iter().map(text).collect();
+        assert_eq!(over, ["cde", "efg"]);
+        assert_eq!(e.overflowing[1].offsets, [(4, 5), (5, 6), (6, 7)]);
+    }
+
+    #[test]
+    fn truncate_left_keeps_the_end_and_walks_back() {
+        let mut e = letters("abcdefg", 0);
+        e.truncate(3, 1, Direction::Left).unwrap();
+        assert_eq!(text(&e), "efg");
+        let over: Vec<_> = e.overflowing.iter().map(text).collect();
+        assert_eq!(over, ["cde", "abc"]);
+        // Without stride the last window is short: the first tokens left over.
+        let mut e = letters("abcdefg", 0);
+        e.truncate(3, 0, Direction::Left).unwrap();
+        let over: Vec<_> = e.overflowing.iter().map(text).collect();
+        assert_eq!(
+            (text(&e).as_str(), over),
+            ("efg", vec!["bcd".to_string(), "a".into()])
+        );
+    }
+
+    #[test]
+    fn truncate_forgets_sequence_ranges_and_old_overflowing() {
+        let mut e = letters("abcd", 0);
+        e.set_sequence_id(0);
+        e.overflowing.push(letters("z", 0));
+        e.truncate(2, 0, Direction::Right).unwrap();
+        assert!(e.sequence_ranges.is_empty());
+        assert_eq!(e.overflowing.len(), 1);
+        assert_eq!(text(&e.overflowing[0]), "cd");
+    }
+
+    #[test]
+    fn truncate_noop_and_zero() {
+        let mut e = letters("ab", 0);
+        e.set_sequence_id(0);
+        let before = e.clone();
+        e.truncate(2, 5, Direction::Right).unwrap(); // long enough: stride not even checked
+        assert_eq!(e, before);
+        e.truncate(0, 0, Direction::Right).unwrap();
+        assert!(e.is_empty());
+        assert_eq!(e.overflowing, vec![before]);
+    }
+
+    #[test]
+    fn truncate_stride_too_large_is_an_error() {
+        let mut e = letters("abcdef", 0);
+        let err = e.truncate(2, 2, Direction::Right).unwrap_err();
+        assert!(err
+            .message
+            .contains("`stride` must be strictly less than `max_len=2`"));
+    }
+
+    #[test]
+    fn merge_shifts_ranges_and_optionally_offsets() {
+        let mut a = letters("ab", 0);
+        a.set_sequence_id(0);
+        let mut b = letters("cde", 1);
+        b.set_sequence_id(1);
+        let mut grown = a.clone();
+        grown.merge_with(b.clone(), true);
+        assert_eq!(grown.offsets[2..], [(2, 3), (3, 4), (4, 5)]);
+        a.merge_with(b, false);
+        assert_eq!(a.offsets[2..], [(0, 1), (1, 2), (2, 3)]);
+        assert_eq!(a.sequence_ranges[&1], 2..5);
+        assert_eq!(
+            a.sequence_ids(),
+            [Some(0), Some(0), Some(1), Some(1), Some(1)]
+        );
+        assert_eq!(a.type_ids, [0, 0, 1, 1, 1]);
+        assert_eq!(a.n_sequences(), 2);
+    }
+
+    #[test]
+    fn merge_combines_overflowing_parts() {
+        // Ours (a | a2) with theirs (b | b2): a2+b (which itself overflows into a2+b2),
+        // a2+b2, then a+b2.
+        let mut a = letters("a", 0);
+        a.overflowing.push(letters("x", 0));
+        let mut b = letters("b", 1);
+        b.overflowing.push(letters("y", 1));
+        a.merge_with(b, false);
+        assert_eq!(text(&a), "ab");
+        let over: Vec<_> = a.overflowing.iter().map(text).collect();
+        assert_eq!(over, ["xb", "xy", "ay"]);
+        assert_eq!(a.overflowing[0].overflowing.len(), 1);
+        assert_eq!(text(&a.overflowing[0].overflowing[0]), "xy");
+        assert!(a.overflowing[1].overflowing.is_empty());
+    }
+
+    #[test]
+    fn pad_right_and_left() {
+        let mut e = letters("ab", 0);
+        e.set_sequence_id(0);
+        e.overflowing.push(letters("c", 0));
+        let mut r = e.clone();
+        r.pad(4, 9, 2, "[PAD]", Direction::Right);
+        assert_eq!(r.ids[2..], [9, 9]);
+        assert_eq!(r.type_ids, [0, 0, 2, 2]);
+        assert_eq!(r.attention_mask, [1, 1, 0, 0]);
+        assert_eq!(r.special_tokens_mask, [0, 0, 1, 1]);
+        assert_eq!(r.words[2..], [None, None]);
+        assert_eq!(r.offsets[2..], [(0, 0), (0, 0)]);
+        assert_eq!(r.sequence_ranges[&0], 0..2);
+        assert_eq!(r.overflowing[0].len(), 4);
+        let mut l = e.clone();
+        l.pad(4, 9, 2, "[PAD]", Direction::Left);
+        assert_eq!(l.tokens, ["[PAD]", "[PAD]", "a", "b"]);
+        assert_eq!(l.sequence_ranges[&0], 2..4);
+        assert_eq!(l.sequence_ids(), [None, None, Some(0), Some(0)]);
+        let mut short = e.clone();
+        short.pad(1, 9, 2, "[PAD]", Direction::Left);
+        assert_eq!(short.len(), 2);
+    }
+
+    #[test]
+    fn pad_batch_longest_and_multiple() {
+        let mut batch = vec![letters("abcde", 0), letters("ab", 0)];
+        let mut p = PaddingParams {
+            pad_to_multiple_of: Some(4),
+            ..Default::default()
+        };
+        pad_encodings(&mut batch, &p).unwrap();
+        assert!(batch.iter().all(|e| e.len() == 8));
+        p.strategy = PaddingStrategy::Fixed(3);
+        p.pad_to_multiple_of = Some(0);
+        let mut batch = vec![letters("ab", 0)];
+        pad_encodings(&mut batch, &p).unwrap();
+        assert_eq!(batch[0].len(), 3);
+        pad_encodings(&mut [], &p).unwrap();
+    }
+
+    fn lens(first: usize, second: usize, max: usize) -> (usize, usize) {
+        let params = TruncationParams {
+            max_length: max,
+            ..Default::default()
+        };
+        let a = letters(&"a".repeat(first), 0);
+        let b = letters(&"b".repeat(second), 1);
+        let (a, b) = truncate_encodings(a, Some(b), &params).unwrap();
+        (a.len(), b.unwrap().len())
+    }
+
+    #[test]
+    fn longest_first_cuts_the_longer_then_halves() {
+        assert_eq!(lens(2, 8, 7), (2, 5)); // the short one fits whole
+        assert_eq!(lens(8, 2, 7), (5, 2));
+        assert_eq!(lens(4, 4, 7), (3, 4)); // both cut: odd token to the second
+        assert_eq!(lens(8, 4, 7), (4, 3)); // ... to the longer one
+        assert_eq!(lens(9, 9, 0), (0, 0));
+        assert_eq!(lens(3, 3, 7), (3, 3));
+    }
+
+    #[test]
+    fn only_first_only_second_and_errors() {
+        let params = TruncationParams {
+            max_length: 5,
+            strategy: TruncationStrategy::OnlySecond,
+            ..Default::default()
+        };
+        let (a, b) =
+            truncate_encodings(letters("abc", 0), Some(letters("defgh", 1)), &params).unwrap();
+        assert_eq!((a.len(), b.as_ref().map(Encoding::len)), (3, Some(2)));
+        // The cut part comes back in windows of the kept length: fg, h.
+        let over: Vec<_> = b.unwrap().overflowing.iter().map(text).collect();
+        assert_eq!(over, ["fg", "h"]);
+        let err = truncate_encodings(letters("abcdef", 0), None, &params).unwrap_err();
+        assert_eq!(
+            err.message,
+            "Truncation error: Second sequence not provided"
+        );
+        let err =
+            truncate_encodings(letters("abcde", 0), Some(letters("fg", 1)), &params).unwrap_err();
+        assert!(err.message.contains("too short"));
+        let only_first = TruncationParams {
+            strategy: TruncationStrategy::OnlyFirst,
+            ..params
+        };
+        let (a, _) =
+            truncate_encodings(letters("abcdef", 0), Some(letters("gh", 1)), &only_first).unwrap();
+        assert_eq!(text(&a), "abc");
+    }
+
+    #[test]
+    fn lookups() {
+        let mut a = letters("ab", 0);
+        a.words = vec![Some(0), Some(0)];
+        let mut b = letters("cde", 1);
+        b.words = vec![Some(0), None, Some(1)];
+        a.set_sequence_id(0);
+        b.set_sequence_id(1);
+        a.merge_with(b, false);
+        assert_eq!(a.word_to_tokens(0, 0), Some((0, 2)));
+        assert_eq!(a.word_to_tokens(1, 1), Some((4, 5)));
+        assert_eq!(a.word_to_tokens(5, 0), None);
+        assert_eq!(a.word_to_chars(0, 0), Some((0, 2)));
+        assert_eq!(a.char_to_token(1, 1), Some(3));
+        assert_eq!(a.char_to_token(1, 0), Some(1));
+        assert_eq!(a.char_to_token(7, 0), None);
+        assert_eq!(a.token_to_sequence(3), Some(1));
+        assert_eq!(a.token_to_word(3), None);
+        assert_eq!(a.token_to_word(4), Some((1, 1)));
+        assert_eq!(a.token_to_chars(2), Some((1, (0, 1))));
+        assert_eq!(a.char_to_word(2, 1), Some(1));
+        let single = letters("ab", 0);
+        assert_eq!(single.token_to_sequence(2), Some(0));
+        assert_eq!(single.token_to_sequence(3), None);
+        assert_eq!(single.sequence_ids(), [Some(0), Some(0)]);
+    }
+
+    #[test]
+    fn params_json_round_trip_and_errors() {
+        let t = serde_json::json!({"max_length": 8, "strategy": "OnlySecond", "stride": 2});
+        let p = TruncationParams::from_json(&t).unwrap();
+        assert_eq!(p.direction, Direction::Right);
+        assert_eq!(p.strategy, TruncationStrategy::OnlySecond);
+        assert_eq!(TruncationParams::from_json(&p.to_json()).unwrap(), p);
+        assert!(TruncationParams::from_json(
+            &serde_json::json!({"max_length": 8, "strategy": "LongestFirst"})
+        )
+        .unwrap_err()
+        .message
+        .contains("stride"));
+        let pad = serde_json::json!({"strategy": {"Fixed": 16}, "direction": "Left",
+            "pad_id": 1, "pad_type_id": 0, "pad_token": "<pad>"});
+        let p = PaddingParams::from_json(&pad).unwrap();
+        assert_eq!(p.strategy, PaddingStrategy::Fixed(16));
+        assert_eq!(p.pad_to_multiple_of, None);
+        assert_eq!(PaddingParams::from_json(&p.to_json()).unwrap(), p);
+        assert_eq!(p.to_json()["strategy"], serde_json::json!({"Fixed": 16}));
+        assert_eq!(
+            PaddingParams::default().to_json()["strategy"],
+            "BatchLongest"
+        );
+        let bad = serde_json::json!({"strategy": "Longest", "direction": "Left",
+            "pad_id": 1, "pad_type_id": 0, "pad_token": "<pad>"});
+        assert!(PaddingParams::from_json(&bad)
+            .unwrap_err()
+            .message
+            .contains("strategy"));
+    }
 }

@@ -87,7 +87,7 @@ fn flush_bytes(bytes: &mut Vec<u8>, out: &mut Vec<String>) {
     match std::str::from_utf8(bytes) {
         Ok(s) => out.push(s.to_owned()),
         // An invalid run is one U+FFFD per byte token, not per invalid sequence.
-        Err(_) => out.extend(std::iter::repeat_n("\u{FFFD}".to_owned(), bytes.len())),
+        Err(_) => out.extend(std::iter::repeat("\u{FFFD}".to_owned()).take(bytes.len())),
     }
     bytes.clear();
 }
@@ -479,4 +479,153 @@ pub fn decoder_from_json(v: &Value) -> Result<DecoderKind> {
 /// Build the decoder a tokenizer.json `decoder` object describes.
 pub fn from_json(v: &Value) -> Result<Box<dyn Decoder>> {
     Ok(Box::new(decoder_from_json(v)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(v: Value, tokens: &[&str]) -> Vec<String> {
+        decoder_from_json(&v)
+            .unwrap()
+            .decode_chain(tokens.iter().map(|t| t.to_string()).collect())
+            .unwrap()
+    }
+
+    fn joined(v: Value, tokens: &[&str]) -> String {
+        run(v, tokens).concat()
+    }
+
+    #[test]
+    fn wordpiece_joins_prefixed_pieces_and_cleans_up() {
+        let wp = json!({"type": "WordPiece", "prefix": "##", "cleanup": true});
+        assert_eq!(
+            joined(wp.clone(), &["un", "##aff", "##able", "."]),
+            "unaffable."
+        );
+        // Cleanup works inside each token (after its space is added), never across tokens.
+        assert_eq!(joined(wp.clone(), &["I", "do not", "!"]), "I don't!");
+        assert_eq!(joined(wp.clone(), &["I", "do", "not"]), "I do not");
+        assert_eq!(joined(wp.clone(), &["it", "'s"]), "it's");
+        assert_eq!(joined(wp, &["it", "'", "s"]), "it ' s");
+        let raw = json!({"type": "WordPiece", "prefix": "##", "cleanup": false});
+        assert_eq!(joined(raw, &["##a", "b", "."]), "##a b .");
+    }
+
+    #[test]
+    fn metaspace_drops_every_replacement_of_the_first_token() {
+        let m = json!({"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true});
+        assert_eq!(joined(m.clone(), &["▁▁a▁b", "▁c"]), "ab c");
+        let never = json!({"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never"});
+        assert_eq!(joined(never, &["▁a", "▁b"]), " a b");
+        // Old files: add_prefix_space false means "never", and contradicts any other scheme.
+        let old = json!({"type": "Metaspace", "replacement": "▁", "add_prefix_space": false,
+            "prepend_scheme": "never"});
+        assert_eq!(joined(old, &["▁a"]), " a");
+        let bad = json!({"type": "Metaspace", "replacement": "▁", "add_prefix_space": false});
+        assert!(decoder_from_json(&bad).is_err());
+        let two = json!({"type": "Metaspace", "replacement": "▁▁"});
+        assert!(decoder_from_json(&two)
+            .unwrap_err()
+            .message
+            .contains("replacement"));
+    }
+
+    #[test]
+    fn byte_fallback_runs() {
+        let bf = json!({"type": "ByteFallback"});
+        assert_eq!(
+            run(bf.clone(), &["a", "<0xC3>", "<0xA9>", "b"]),
+            ["a", "é", "b"]
+        );
+        // An invalid run gives one U+FFFD per byte token.
+        assert_eq!(
+            joined(bf.clone(), &["<0xEA>", "<0x99>"]),
+            "\u{FFFD}\u{FFFD}"
+        );
+        assert_eq!(
+            joined(bf.clone(), &["<0xC3>", "<0xA9>", "<0xA9>"]),
+            "\u{FFFD}\u{FFFD}\u{FFFD}"
+        );
+        // Lowercase hex is read too; other spellings are left alone.
+        assert_eq!(
+            run(bf.clone(), &["<0x41>", "<0x4>", "<0x041>"]),
+            ["A", "<0x4>", "<0x041>"]
+        );
+        assert_eq!(joined(bf, &["<0xc3>", "<0xa9>"]), "é");
+    }
+
+    #[test]
+    fn llama_chain() {
+        let chain = json!({"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+            {"type": "ByteFallback"},
+            {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0}
+        ]});
+        assert_eq!(joined(chain.clone(), &["▁", "▁Hello"]), " Hello");
+        assert_eq!(joined(chain.clone(), &["<s>", "▁Hello"]), "<s> Hello");
+        assert_eq!(joined(chain, &["▁Hi", "<0x21>"]), "Hi!");
+    }
+
+    #[test]
+    fn strip_bounds() {
+        let s = json!({"type": "Strip", "content": "x", "start": 2, "stop": 1});
+        assert_eq!(run(s.clone(), &["xxxay", "xax", "ax"]), ["xay", "a", "a"]);
+        // Stripping past the token's start is where the reference panics: an error here.
+        assert!(decoder_from_json(&s)
+            .unwrap()
+            .decode_chain(vec![String::new()])
+            .is_err());
+        assert!(decoder_from_json(&s)
+            .unwrap()
+            .decode_chain(vec!["xx".into()])
+            .is_err());
+    }
+
+    #[test]
+    fn replace_string_is_literal_and_regex_is_onig() {
+        let lit = json!({"type": "Replace", "pattern": {"String": "a.b"}, "content": "-"});
+        assert_eq!(run(lit, &["a.bXaxb", ""]), ["-Xaxb", ""]);
+        let re = json!({"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": "_"});
+        assert_eq!(run(re, &["a  b\tc"]), ["a_b_c"]);
+        let bad = json!({"type": "Replace", "pattern": {"Regex": "("}, "content": "_"});
+        assert_eq!(
+            decoder_from_json(&bad).unwrap_err().kind,
+            crate::error::ErrorKind::InvalidData
+        );
+    }
+
+    #[test]
+    fn bpe_ctc_fuse() {
+        let bpe = json!({"type": "BPEDecoder", "suffix": "</w>"});
+        assert_eq!(
+            run(bpe, &["hel", "lo</w>", "wor", "ld</w>"]),
+            ["hel", "lo ", "wor", "ld"]
+        );
+        let empty = json!({"type": "BPEDecoder", "suffix": ""});
+        assert!(run(empty, &[]).is_empty());
+        let ctc = json!({"type": "CTC", "pad_token": "<pad>", "word_delimiter_token": "|", "cleanup": true});
+        assert_eq!(
+            joined(
+                ctc,
+                &["<pad>", "h", "h", "e", "l", "<pad>", "l", "|", "o", "o"]
+            ),
+            "hell o"
+        );
+        assert_eq!(run(json!({"type": "Fuse"}), &["a", "b"]), ["ab"]);
+    }
+
+    #[test]
+    fn json_errors_and_legacy_objects() {
+        let err = decoder_from_json(&json!({"type": "Nope"})).unwrap_err();
+        assert_eq!(err.kind, crate::error::ErrorKind::Unsupported);
+        assert!(err.message.contains("`Nope`"));
+        let err = decoder_from_json(&json!({"type": "WordPiece", "prefix": "##"})).unwrap_err();
+        assert!(err.message.contains("cleanup"));
+        // Without a known type the fields decide, in the reference's order.
+        let legacy = decoder_from_json(&json!({"prefix": "##", "cleanup": false})).unwrap();
+        assert!(matches!(legacy, DecoderKind::WordPiece { .. }));
+    }
 }

@@ -102,7 +102,7 @@ fn wrap(
     out.words.extend_from_slice(&e.words);
     out.offsets.extend_from_slice(&e.offsets);
     out.special_tokens_mask
-        .extend(std::iter::repeat_n(0, e.ids.len()));
+        .extend(std::iter::repeat(0).take(e.ids.len()));
     out.ids.push(back.0.id);
     out.tokens.push(back.0.token.clone());
     out.words.push(None);
@@ -371,4 +371,193 @@ pub fn processor_from_json(v: &Value) -> Result<Processor> {
 /// Build the post-processor a tokenizer.json `post_processor` object describes.
 pub fn from_json(v: &Value) -> Result<Box<dyn PostProcessor>> {
     Ok(Box::new(processor_from_json(v)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn letters(s: &str, ty: u32) -> Encoding {
+        let mut e = Encoding::default();
+        for (i, c) in s.chars().enumerate() {
+            e.ids.push(c as u32);
+            e.type_ids.push(ty);
+            e.tokens.push(c.to_string());
+            e.words.push(Some(i as u32));
+            e.offsets.push((i, i + 1));
+            e.special_tokens_mask.push(0);
+            e.attention_mask.push(1);
+        }
+        e
+    }
+
+    fn bert() -> Processor {
+        processor_from_json(
+            &json!({"type": "BertProcessing", "sep": ["[SEP]", 102], "cls": ["[CLS]", 101]}),
+        )
+        .unwrap()
+    }
+
+    fn bert_template() -> Processor {
+        processor_from_json(&json!({
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                       {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": "[SEP]", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}},
+                     {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
+            "special_tokens": {
+                "[CLS]": {"id": "[CLS]", "ids": [101], "tokens": ["[CLS]"]},
+                "[SEP]": {"id": "[SEP]", "ids": [102], "tokens": ["[SEP]"]}
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn bert_single_and_pair() {
+        let p = bert();
+        assert_eq!((p.added_tokens(false), p.added_tokens(true)), (2, 3));
+        let e = p.process(letters("ab", 0), None, true).unwrap();
+        assert_eq!(e.tokens, ["[CLS]", "a", "b", "[SEP]"]);
+        assert_eq!(e.special_tokens_mask, [1, 0, 0, 1]);
+        assert_eq!(e.offsets, [(0, 0), (0, 1), (1, 2), (0, 0)]);
+        assert_eq!(e.sequence_ids(), [None, Some(0), Some(0), None]);
+        let e = p
+            .process(letters("ab", 0), Some(letters("c", 1)), true)
+            .unwrap();
+        assert_eq!(e.ids, [101, 97, 98, 102, 99, 102]);
+        assert_eq!(e.type_ids, [0, 0, 0, 0, 1, 1]);
+        assert_eq!(e.words, [None, Some(0), Some(1), None, Some(0), None]);
+        assert_eq!(
+            e.sequence_ids(),
+            [None, Some(0), Some(0), None, Some(1), None]
+        );
+        // Without special tokens the pair is only merged, with sequence and type ids.
+        let e = p
+            .process(letters("ab", 7), Some(letters("c", 7)), false)
+            .unwrap();
+        assert_eq!(e.tokens, ["a", "b", "c"]);
+        assert_eq!(e.type_ids, [0, 0, 1]);
+        assert_eq!(e.sequence_ids(), [Some(0), Some(0), Some(1)]);
+    }
+
+    #[test]
+    fn template_matches_bert_and_wraps_overflowing() {
+        let mut a = letters("abcd", 0);
+        a.truncate(2, 0, crate::encoding::Direction::Right).unwrap();
+        let b = letters("x", 1);
+        for p in [bert(), bert_template()] {
+            let e = p.process(a.clone(), Some(b.clone()), true).unwrap();
+            assert_eq!(e.tokens, ["[CLS]", "a", "b", "[SEP]", "x", "[SEP]"]);
+            assert_eq!(e.overflowing.len(), 1);
+            let o = &e.overflowing[0];
+            assert_eq!(o.tokens, ["[CLS]", "c", "d", "[SEP]", "x", "[SEP]"]);
+            assert_eq!(o.type_ids, [0, 0, 0, 0, 1, 1]);
+            assert_eq!(
+                o.sequence_ids(),
+                [None, Some(0), Some(0), None, Some(1), None]
+            );
+        }
+    }
+
+    #[test]
+    fn template_multi_id_tokens_and_type_ids() {
+        let p = processor_from_json(&json!({
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<bos>", "type_id": 3}}, {"Sequence": {"id": "A", "type_id": 2}}],
+            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 5}},
+                     {"SpecialToken": {"id": "<bos>", "type_id": 1}}, {"SpecialToken": {"id": "nope", "type_id": 1}}],
+            "special_tokens": {"<bos>": {"id": "<bos>", "ids": [1, 2], "tokens": ["<b", "os>"]}}
+        }))
+        .unwrap();
+        // An unknown id counts zero tokens (and fails only when used).
+        assert_eq!((p.added_tokens(false), p.added_tokens(true)), (2, 2));
+        let e = p.process(letters("a", 0), None, true).unwrap();
+        assert_eq!(e.tokens, ["<b", "os>", "a"]);
+        assert_eq!(e.type_ids, [3, 3, 2]);
+        assert_eq!(e.special_tokens_mask, [1, 1, 0]);
+        let e = p.process(letters("a", 0), None, false).unwrap();
+        assert_eq!((e.tokens.len(), e.type_ids[0]), (1, 2));
+        assert!(p
+            .process(letters("a", 0), Some(letters("b", 1)), true)
+            .is_err());
+        let e = p
+            .process(letters("a", 0), Some(letters("b", 1)), false)
+            .unwrap();
+        assert_eq!(e.type_ids, [0, 5]);
+    }
+
+    #[test]
+    fn roberta_pair_layout() {
+        let p = processor_from_json(&json!({"type": "RobertaProcessing", "sep": ["</s>", 2],
+            "cls": ["<s>", 0], "trim_offsets": false, "add_prefix_space": true}))
+        .unwrap();
+        assert!(matches!(p, Processor::Roberta(_)));
+        assert_eq!(p.added_tokens(true), 4);
+        let e = p
+            .process(letters("a", 0), Some(letters("b", 1)), true)
+            .unwrap();
+        assert_eq!(e.tokens, ["<s>", "a", "</s>", "</s>", "b", "</s>"]);
+        assert_eq!(e.type_ids, [0; 6]);
+        assert_eq!(e.special_tokens_mask, [1, 0, 1, 1, 0, 1]);
+        assert_eq!(e.sequence_ids(), [None, Some(0), None, None, Some(1), None]);
+    }
+
+    #[test]
+    fn default_process_single_is_untouched_pair_is_merged() {
+        let e = default_process(letters("ab", 0), None, true).unwrap();
+        assert!(e.sequence_ranges.is_empty());
+        let e = default_process(letters("ab", 0), Some(letters("c", 1)), true).unwrap();
+        assert_eq!(e.sequence_ids(), [Some(0), Some(0), Some(1)]);
+        assert_eq!(e.type_ids, [0, 0, 1]);
+        assert_eq!(e.offsets[2], (0, 1));
+    }
+
+    #[test]
+    fn sequence_and_byte_level_without_trimming() {
+        let p = processor_from_json(&json!({"type": "Sequence", "processors": [
+            {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": true},
+            {"type": "BertProcessing", "sep": ["[SEP]", 102], "cls": ["[CLS]", 101]}
+        ]}))
+        .unwrap();
+        assert_eq!(p.added_tokens(true), 3);
+        let e = p.process(letters("a", 0), None, true).unwrap();
+        assert_eq!(e.tokens, ["[CLS]", "a", "[SEP]"]);
+        let bl = processor_from_json(
+            &json!({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false}),
+        )
+        .unwrap();
+        let e = bl.process(letters("a", 0), None, true).unwrap();
+        assert_eq!(e.sequence_ranges[&0], 0..1);
+    }
+
+    #[test]
+    fn json_dispatch_follows_the_reference_order() {
+        // `sep` + `cls` make a Bert processor whatever `type` says, and all four Roberta
+        // fields make a Roberta one.
+        let v = json!({"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0]});
+        assert!(matches!(
+            processor_from_json(&v).unwrap(),
+            Processor::Bert(_)
+        ));
+        let v = json!({"type": "BertProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0],
+            "trim_offsets": true, "add_prefix_space": false});
+        assert!(matches!(
+            processor_from_json(&v).unwrap(),
+            Processor::Roberta(_)
+        ));
+        let err = processor_from_json(&json!({"type": "Magic"})).unwrap_err();
+        assert_eq!(err.kind, crate::error::ErrorKind::Unsupported);
+        assert!(err.message.contains("`Magic`"));
+        let err = processor_from_json(&json!({"type": "ByteLevel", "add_prefix_space": true}))
+            .unwrap_err();
+        assert_eq!(err.kind, crate::error::ErrorKind::InvalidData);
+        assert!(err.message.contains("trim_offsets"));
+        let err =
+            processor_from_json(&json!({"type": "TemplateProcessing", "single": [], "pair": []}))
+                .unwrap_err();
+        assert!(err.message.contains("special_tokens"));
+    }
 }
