@@ -14,8 +14,11 @@ import tempfile
 
 from tokenizers import Tokenizer
 
-DATA = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data")
-DATA = os.environ.get("PIECEWORK_DATA", "/work/shared/data")
+# ../shared/data beside the checkout, unless PIECEWORK_DATA says otherwise.
+DATA = os.environ.get(
+    "PIECEWORK_DATA",
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"),
+)
 PROBE = os.environ.get("PROBE", "target/release/examples/model_probe")
 
 ALPHA = ["a", "b", "c", "d", "é", "𝔸", "<", ">", "0", "x", "\u0301", " "]
