@@ -698,3 +698,86 @@ impl EncodingBuilder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bert_json() -> String {
+        let vocab = [
+            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "ab", "##b", "##c", "##a",
+            "!", ".", "e", "##e", "é", "中", "x", "##x", "ca", "##fe", "caf", "[", "]",
+        ];
+        let v: serde_json::Map<String, Value> = vocab
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.to_string(), Value::from(i as u32)))
+            .collect();
+        serde_json::json!({
+            "version": "1.0",
+            "added_tokens": [
+                {"id": 2, "content": "[CLS]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+                {"id": 4, "content": "[MASK]", "single_word": false, "lstrip": true, "rstrip": false, "normalized": false, "special": true}
+            ],
+            "normalizer": {"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true, "strip_accents": null, "lowercase": true},
+            "pre_tokenizer": {"type": "BertPreTokenizer"},
+            "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 100, "vocab": v}
+        })
+        .to_string()
+    }
+
+    /// A small deterministic generator, so the test needs no extra dependency.
+    fn texts(n: usize) -> Vec<String> {
+        let alphabet: Vec<char> =
+            "abcABCxX é中!.[]\t\n\r\u{0}\u{1}\u{7f}\u{a0}\u{3000}\u{301}\u{2028}\u{fffd}ﬁ𝔸CAFÉ"
+                .chars()
+                .collect();
+        let words = ["[CLS]", "[MASK]", " [MASK]", "café", "abc"];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        (0..n)
+            .map(|_| {
+                let len = (next() % 24) as usize;
+                let mut s = String::new();
+                for _ in 0..len {
+                    if next() % 8 == 0 {
+                        s.push_str(words[(next() % words.len() as u64) as usize]);
+                    } else {
+                        s.push(alphabet[(next() % alphabet.len() as u64) as usize]);
+                    }
+                }
+                s
+            })
+            .collect()
+    }
+
+    #[test]
+    fn bert_fast_path_equals_general_pipeline() {
+        let fast = Tokenizer::from_json_str(&bert_json()).unwrap();
+        let mut slow = Tokenizer::from_json_str(&bert_json()).unwrap();
+        match Arc::get_mut(&mut slow.core) {
+            Some(Backend::Json(c)) => {
+                assert!(
+                    c.fast.is_some(),
+                    "the BERT pipeline should take the fast path"
+                );
+                c.fast = None;
+            }
+            _ => panic!("expected a tokenizer.json backend"),
+        }
+        for t in texts(1500) {
+            let a = fast.encode(InputSequence::Raw(&t), None, false).unwrap();
+            let b = slow.encode(InputSequence::Raw(&t), None, false).unwrap();
+            assert_eq!(a, b, "text {t:?}");
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            fast.encode_ids(&t, false, &mut x).unwrap();
+            slow.encode_ids(&t, false, &mut y).unwrap();
+            assert_eq!(x, y, "text {t:?}");
+        }
+    }
+}
