@@ -729,7 +729,7 @@ mod tests {
     /// A small deterministic generator, so the test needs no extra dependency.
     fn texts(n: usize) -> Vec<String> {
         let alphabet: Vec<char> =
-            "abcABCxX é中!.[]\t\n\r\u{0}\u{1}\u{7f}\u{a0}\u{3000}\u{301}\u{2028}\u{fffd}ﬁ𝔸CAFÉ"
+            "abcABCxX é中!.[]\t\n\r\u{b}\u{c}\u{1c}\u{85}\u{0}\u{1}\u{7f}\u{a0}\u{3000}\u{301}\u{2028}\u{fffd}ﬁ𝔸CAFÉ"
                 .chars()
                 .collect();
         let words = ["[CLS]", "[MASK]", " [MASK]", "café", "abc"];
