@@ -17,7 +17,6 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-
 /// Batch work runs in the crate's fork-safe pool.
 pub(crate) use crate::parallel::install as run_in_pool;
 
