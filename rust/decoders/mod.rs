@@ -87,7 +87,7 @@ fn flush_bytes(bytes: &mut Vec<u8>, out: &mut Vec<String>) {
     match std::str::from_utf8(bytes) {
         Ok(s) => out.push(s.to_owned()),
         // An invalid run is one U+FFFD per byte token, not per invalid sequence.
-        Err(_) => out.extend(std::iter::repeat("\u{FFFD}".to_owned()).take(bytes.len())),
+        Err(_) => out.extend(std::iter::repeat_n("\u{FFFD}".to_owned(), bytes.len())),
     }
     bytes.clear();
 }

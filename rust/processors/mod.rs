@@ -99,7 +99,7 @@ fn wrap(
         out.special_tokens_mask.push(1);
     }
     out.special_tokens_mask
-        .extend(std::iter::repeat(0).take(e.ids.len()));
+        .extend(std::iter::repeat_n(0, e.ids.len()));
     out.ids.extend(e.ids);
     out.tokens.extend(e.tokens);
     out.words.extend(e.words);
