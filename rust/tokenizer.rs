@@ -69,6 +69,18 @@ impl Tokenizer {
         })
     }
 
+    /// A BERT tokenizer from a `vocab.txt`, composed as `BertWordPieceTokenizer` composes it.
+    /// `lowercase: None` guesses the casing from the vocabulary; `strip_accents: None` follows
+    /// `lowercase`.
+    pub fn from_vocab_txt(
+        bytes: &[u8],
+        lowercase: Option<bool>,
+        strip_accents: Option<bool>,
+    ) -> Result<Self> {
+        let v = crate::formats::vocab_txt::bert_tokenizer_json(bytes, lowercase, strip_accents)?;
+        Self::from_json_value(v)
+    }
+
     pub(crate) fn new_core(
         normalizer: Option<Box<dyn Normalizer>>,
         pre_tokenizer: Option<Box<dyn PreTokenizer>>,

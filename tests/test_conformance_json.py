@@ -146,7 +146,9 @@ def test_file_matches_tokenizers(name: str, corpus: list[str]) -> None:
     for text in texts[:100]:
         ids = ref.encode(text).ids
         for skip in (True, False):
-            if ours.decode(ids, skip_special_tokens=skip) != ref.decode(ids, skip_special_tokens=skip):
+            if ours.decode(ids, skip_special_tokens=skip) != ref.decode(
+                ids, skip_special_tokens=skip
+            ):
                 bad.append(("decode", text, f"skip={skip}"))
     assert not bad, f"{len(bad)} differences in {name}; first: {bad[0]}"
 

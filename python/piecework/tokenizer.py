@@ -21,10 +21,7 @@ InputSequence = Union[str, Sequence[str]]
 EncodeInput = Union[InputSequence, tuple[InputSequence, InputSequence], list[InputSequence]]
 
 # One line of a `.spm` text vocabulary: base64 of the piece, the score, the piece type.
-_SPM_LINE = re.compile(
-    rb"^[A-Za-z0-9+/]+={0,2}[ \t]+[-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|inf|nan)"
-    rb"[ \t]+[0-9]+\r?$"
-)
+_SPM_LINE = re.compile(rb"^[A-Za-z0-9+/]+={0,2}[ \t]+[^ \t\r\n]+[ \t]+[0-9]+\r?$")
 
 
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:

@@ -57,8 +57,10 @@ impl IdToToken {
 
 /// A bounded cache of merged words. Sharded, and `try_lock` only: under contention a thread
 /// simply recomputes instead of waiting.
+type Shard = Mutex<AHashMap<Box<str>, Box<[(u32, u32)]>>>;
+
 struct Cache {
-    shards: Vec<Mutex<AHashMap<Box<str>, Box<[(u32, u32)]>>>>,
+    shards: Vec<Shard>,
     hasher: ahash::RandomState,
 }
 
@@ -71,7 +73,7 @@ impl Cache {
             hasher: ahash::RandomState::new(),
         }
     }
-    fn shard(&self, word: &str) -> &Mutex<AHashMap<Box<str>, Box<[(u32, u32)]>>> {
+    fn shard(&self, word: &str) -> &Shard {
         let h = self.hasher.hash_one(word) as usize;
         &self.shards[h % CACHE_SHARDS]
     }

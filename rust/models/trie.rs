@@ -3,7 +3,8 @@
 //!
 //! Layout: every node is three `u32`s (value, first child edge, child count); the edges of a
 //! node are contiguous and sorted by label, so a transition is a short linear scan or a binary
-//! search. The root's edges are a dense 256-entry table because every search starts there.
+//! search. The root and every node with many edges (e.g. the one after `▁` in a SentencePiece
+//! vocabulary) also get a dense 256-entry table, so wide branching costs one load.
 //! Searching allocates nothing.
 
 const NONE: u32 = u32::MAX;
@@ -16,12 +17,24 @@ struct Node {
     first: u32,
     /// Number of edges.
     len: u32,
+    /// For a node with many edges, the index of its dense 256-entry table in `dense`
+    /// (`NONE` otherwise): one load instead of a search where branching is wide.
+    dense: u32,
 }
 
-/// An immutable byte trie mapping keys to `u32` values.
+/// Nodes with more edges than this get a dense transition table.
+const DENSE_MIN_EDGES: usize = 24;
+
+/// An immutable byte trie mapping keys to `u32` values (one pointer wide: the tables are boxed).
 #[derive(Clone, Debug)]
 pub struct Trie {
-    root: Box<[u32; 256]>,
+    t: Box<Tables>,
+}
+
+#[derive(Clone, Debug)]
+struct Tables {
+    root: [u32; 256],
+    dense: Vec<[u32; 256]>,
     /// The root is node 0 (its value is the empty key's, which searches never report).
     nodes: Vec<Node>,
     labels: Vec<u8>,
@@ -70,12 +83,19 @@ impl TrieBuilder {
         let mut nodes = Vec::with_capacity(self.nodes.len());
         let mut labels = Vec::with_capacity(self.nodes.len());
         let mut targets = Vec::with_capacity(self.nodes.len());
-        let mut root = Box::new([NONE; 256]);
+        let mut root = [NONE; 256];
+        let mut dense = Vec::new();
         for (i, (value, children)) in self.nodes.iter().enumerate() {
+            let mut table = None;
+            if i > 0 && children.len() > DENSE_MIN_EDGES {
+                table = Some(dense.len() as u32);
+                dense.push([NONE; 256]);
+            }
             nodes.push(Node {
                 value: *value,
                 first: labels.len() as u32,
                 len: children.len() as u32,
+                dense: table.unwrap_or(NONE),
             });
             for &(label, target) in children {
                 labels.push(label);
@@ -83,13 +103,19 @@ impl TrieBuilder {
                 if i == 0 {
                     root[label as usize] = target;
                 }
+                if let Some(t) = dense.last_mut().filter(|_| table.is_some()) {
+                    t[label as usize] = target;
+                }
             }
         }
         Trie {
-            root,
-            nodes,
-            labels,
-            targets,
+            t: Box::new(Tables {
+                root,
+                dense,
+                nodes,
+                labels,
+                targets,
+            }),
         }
     }
 }
@@ -113,15 +139,22 @@ impl Trie {
     #[inline]
     fn child(&self, node: u32, label: u8) -> u32 {
         if node == 0 {
-            return self.root[label as usize];
+            return self.t.root[label as usize];
         }
-        let Some(n) = self.nodes.get(node as usize) else {
+        let Some(n) = self.t.nodes.get(node as usize) else {
             return NONE;
         };
+        if n.dense != NONE {
+            return self
+                .t
+                .dense
+                .get(n.dense as usize)
+                .map_or(NONE, |t| t[label as usize]);
+        }
         let (first, len) = (n.first as usize, n.len as usize);
         let (Some(labels), Some(targets)) = (
-            self.labels.get(first..first + len),
-            self.targets.get(first..first + len),
+            self.t.labels.get(first..first + len),
+            self.t.targets.get(first..first + len),
         ) else {
             return NONE;
         };
@@ -142,7 +175,7 @@ impl Trie {
 
     #[inline]
     fn value(&self, node: u32) -> u32 {
-        self.nodes.get(node as usize).map_or(NONE, |n| n.value)
+        self.t.nodes.get(node as usize).map_or(NONE, |n| n.value)
     }
 
     /// The value of `key`, if it was inserted.
@@ -251,19 +284,20 @@ mod tests {
     }
 
     #[test]
-    fn many_children_use_binary_search() {
-        // More than 8 edges below a non-root node exercises the binary search branch.
-        let keys: Vec<String> = (b'a'..=b'z').map(|c| format!("x{}", c as char)).collect();
-        let t = Trie::from_pairs(
-            keys.iter()
-                .enumerate()
-                .map(|(i, k)| (k.as_bytes(), i as u32)),
-        );
-        for (i, k) in keys.iter().enumerate() {
-            assert_eq!(t.get(k.as_bytes()), Some(i as u32));
+    fn every_edge_layout_finds_its_keys() {
+        // 5 edges: linear scan; 16: binary search; 200: dense table (below a non-root node).
+        for n in [5u8, 16, 200] {
+            let keys: Vec<Vec<u8>> = (0..n).map(|c| vec![b'x', c.wrapping_mul(7)]).collect();
+            let t = Trie::from_pairs(keys.iter().enumerate().map(|(i, k)| (&k[..], i as u32)));
+            for (i, k) in keys.iter().enumerate() {
+                assert_eq!(t.get(k), Some(i as u32), "n={n}");
+            }
+            let absent = (0..=255u8)
+                .find(|b| !keys.iter().any(|k| k[1] == *b))
+                .unwrap();
+            assert_eq!(t.get(&[b'x', absent]), None, "n={n}");
+            assert_eq!(t.get(b"x"), None);
         }
-        assert_eq!(t.get(b"x{"), None);
-        assert_eq!(t.get(b"x"), None);
     }
 
     #[test]

@@ -26,7 +26,14 @@ const UNK_PENALTY: f64 = 10.0;
 const NO_START: u32 = u32::MAX;
 
 pub struct Unigram {
+    /// Boxed so the model enum stays small.
+    d: Box<UnigramData>,
+}
+
+struct UnigramData {
     pieces: Vec<(Box<str>, f64)>,
+    /// Scores by id, apart from the strings for cache locality in the forward pass.
+    scores: Vec<f64>,
     token_to_id: AHashMap<Box<str>, u32>,
     /// Piece → id of its last occurrence (the id lookups and matching use).
     trie: Trie,
@@ -106,13 +113,16 @@ impl Unigram {
             }
         }
         Ok(Unigram {
-            pieces,
-            token_to_id,
-            trie,
-            min_score,
-            unk_id: unk_id.map(|u| u as u32),
-            byte_fallback,
-            byte_ids,
+            d: Box::new(UnigramData {
+                scores: pieces.iter().map(|p| p.1).collect(),
+                pieces,
+                token_to_id,
+                trie,
+                min_score,
+                unk_id: unk_id.map(|u| u as u32),
+                byte_fallback,
+                byte_ids,
+            }),
         })
     }
 
@@ -161,14 +171,14 @@ impl Unigram {
     }
 
     pub fn unk_id(&self) -> Option<u32> {
-        self.unk_id
+        self.d.unk_id
     }
     pub fn byte_fallback(&self) -> bool {
-        self.byte_fallback
+        self.d.byte_fallback
     }
     /// The `[piece, score]` entries in id order.
     pub fn pieces(&self) -> impl Iterator<Item = (&str, f64)> {
-        self.pieces.iter().map(|(p, s)| (&**p, *s))
+        self.d.pieces.iter().map(|(p, s)| (&**p, *s))
     }
 
     /// Fill `best` with the best path ending at each byte position of `piece`.
@@ -184,7 +194,7 @@ impl Unigram {
                 id: 0,
             },
         );
-        let unk_score = self.min_score - UNK_PENALTY;
+        let unk_score = self.d.min_score - UNK_PENALTY;
         let mut pos = 0;
         while pos < n {
             // Every character boundary before `pos` has been given a path (or an error was
@@ -192,8 +202,8 @@ impl Unigram {
             let here = best[pos].score;
             let char_len = utf8_len(bytes[pos]);
             let mut has_single = false;
-            for (len, id) in self.trie.common_prefixes(&bytes[pos..]) {
-                let score = self.pieces.get(id as usize).map_or(0.0, |p| p.1);
+            for (len, id) in self.d.trie.common_prefixes(&bytes[pos..]) {
+                let score = self.d.scores.get(id as usize).copied().unwrap_or(0.0);
                 let cand = here + score;
                 let slot = &mut best[pos + len];
                 if slot.start == NO_START || cand > slot.score {
@@ -210,7 +220,7 @@ impl Unigram {
                 let end = (pos + char_len).min(n);
                 let slot = &mut best[end];
                 if slot.start == NO_START || cand > slot.score {
-                    let id = self.unk_id.ok_or_else(|| {
+                    let id = self.d.unk_id.ok_or_else(|| {
                         Error::invalid(format!(
                             "Unigram: cannot tokenize {:?}: the vocabulary has no piece for it and no unk_id",
                             &piece[pos..end]
@@ -231,18 +241,22 @@ impl Unigram {
     /// Push (in reverse order: the caller reverses) the tokens of a fused unknown run.
     fn push_unknown_run(&self, piece: &str, start: usize, end: usize, out: &mut Vec<Token>) {
         let text = &piece[start..end];
-        if let Some(&id) = self.token_to_id.get(text) {
+        if let Some(&id) = self.d.token_to_id.get(text) {
             out.push(Token::new(id, start, end));
             return;
         }
-        if self.byte_fallback && text.bytes().all(|b| self.byte_ids[b as usize] != u32::MAX) {
+        if self.d.byte_fallback
+            && text
+                .bytes()
+                .all(|b| self.d.byte_ids[b as usize] != u32::MAX)
+        {
             for b in text.bytes().rev() {
-                out.push(Token::new(self.byte_ids[b as usize], start, end));
+                out.push(Token::new(self.d.byte_ids[b as usize], start, end));
             }
             return;
         }
         // A run exists only when some node carried unk_id, so unk_id is set here.
-        let unk = self.unk_id.unwrap_or(0);
+        let unk = self.d.unk_id.unwrap_or(0);
         out.push(Token::with_value(unk, text, start, end));
     }
 }
@@ -273,7 +287,7 @@ impl Model for Unigram {
                 if node.start == NO_START || start >= end {
                     return Err(Error::other("Unigram: broken best-path table"));
                 }
-                if Some(node.id) == self.unk_id {
+                if Some(node.id) == self.d.unk_id {
                     run = Some((start, run.map_or(end, |r| r.1)));
                 } else {
                     if let Some((s, e)) = run.take() {
@@ -296,19 +310,20 @@ impl Model for Unigram {
     }
 
     fn token_to_id(&self, token: &str) -> Option<u32> {
-        self.token_to_id.get(token).copied()
+        self.d.token_to_id.get(token).copied()
     }
 
     fn id_to_token(&self, id: u32) -> Option<&str> {
-        self.pieces.get(id as usize).map(|p| &*p.0)
+        self.d.pieces.get(id as usize).map(|p| &*p.0)
     }
 
     fn vocab_size(&self) -> usize {
-        self.pieces.len()
+        self.d.pieces.len()
     }
 
     fn vocab(&self) -> HashMap<String, u32> {
-        self.token_to_id
+        self.d
+            .token_to_id
             .iter()
             .map(|(t, &id)| (t.to_string(), id))
             .collect()

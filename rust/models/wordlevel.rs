@@ -9,6 +9,11 @@ use serde_json::Value;
 use std::collections::HashMap;
 
 pub struct WordLevel {
+    /// Boxed so the model enum stays small.
+    d: Box<WordLevelData>,
+}
+
+struct WordLevelData {
     vocab: AHashMap<String, u32>,
     /// Among entries sharing an id, the last one given.
     vocab_r: AHashMap<u32, Box<str>>,
@@ -22,10 +27,12 @@ impl WordLevel {
     pub fn new(vocab: Vec<(String, u32)>, unk_token: impl Into<String>) -> Self {
         let (vocab, vocab_r, shared_ids) = build_vocab(vocab);
         WordLevel {
-            vocab,
-            vocab_r,
-            shared_ids,
-            unk_token: unk_token.into(),
+            d: Box::new(WordLevelData {
+                vocab,
+                vocab_r,
+                shared_ids,
+                unk_token: unk_token.into(),
+            }),
         }
     }
 
@@ -41,11 +48,11 @@ impl WordLevel {
     }
 
     pub fn unk_token(&self) -> &str {
-        &self.unk_token
+        &self.d.unk_token
     }
 
     fn token(&self, id: u32, text: &str, len: usize) -> Token {
-        if self.shared_ids.contains(&id) && self.vocab_r.get(&id).map(|t| &**t) != Some(text) {
+        if self.d.shared_ids.contains(&id) && self.d.vocab_r.get(&id).map(|t| &**t) != Some(text) {
             Token::with_value(id, text, 0, len)
         } else {
             Token::new(id, 0, len)
@@ -55,33 +62,37 @@ impl WordLevel {
 
 impl Model for WordLevel {
     fn tokenize(&self, piece: &str, out: &mut Vec<Token>) -> Result<()> {
-        if let Some(&id) = self.vocab.get(piece) {
+        if let Some(&id) = self.d.vocab.get(piece) {
             out.push(self.token(id, piece, piece.len()));
-        } else if let Some(&id) = self.vocab.get(&self.unk_token) {
-            out.push(self.token(id, &self.unk_token, piece.len()));
+        } else if let Some(&id) = self.d.vocab.get(&self.d.unk_token) {
+            out.push(self.token(id, &self.d.unk_token, piece.len()));
         } else {
             return Err(Error::invalid(format!(
                 "WordLevel: the unknown token {:?} is needed but missing from the vocabulary",
-                self.unk_token
+                self.d.unk_token
             )));
         }
         Ok(())
     }
 
     fn token_to_id(&self, token: &str) -> Option<u32> {
-        self.vocab.get(token).copied()
+        self.d.vocab.get(token).copied()
     }
 
     fn id_to_token(&self, id: u32) -> Option<&str> {
-        self.vocab_r.get(&id).map(|t| &**t)
+        self.d.vocab_r.get(&id).map(|t| &**t)
     }
 
     fn vocab_size(&self) -> usize {
-        self.vocab.len()
+        self.d.vocab.len()
     }
 
     fn vocab(&self) -> HashMap<String, u32> {
-        self.vocab.iter().map(|(t, &id)| (t.clone(), id)).collect()
+        self.d
+            .vocab
+            .iter()
+            .map(|(t, &id)| (t.clone(), id))
+            .collect()
     }
 }
 

@@ -19,6 +19,11 @@ use serde_json::Value;
 use std::collections::HashMap;
 
 pub struct WordPiece {
+    /// Boxed so the model enum stays small.
+    d: Box<WordPieceData>,
+}
+
+struct WordPieceData {
     vocab: AHashMap<String, u32>,
     /// The entry each id decodes to: among the entries with that id, the last one given.
     vocab_r: AHashMap<u32, Box<str>>,
@@ -136,14 +141,16 @@ impl WordPiece {
                 .map(|suffix| (suffix.as_bytes(), id))
         }));
         WordPiece {
-            vocab,
-            vocab_r,
-            shared_ids,
-            first,
-            rest,
-            unk_token: unk_token.into(),
-            continuing_subword_prefix: prefix,
-            max_input_chars_per_word,
+            d: Box::new(WordPieceData {
+                vocab,
+                vocab_r,
+                shared_ids,
+                first,
+                rest,
+                unk_token: unk_token.into(),
+                continuing_subword_prefix: prefix,
+                max_input_chars_per_word,
+            }),
         }
     }
 
@@ -176,23 +183,23 @@ impl WordPiece {
     }
 
     pub fn unk_token(&self) -> &str {
-        &self.unk_token
+        &self.d.unk_token
     }
     pub fn continuing_subword_prefix(&self) -> &str {
-        &self.continuing_subword_prefix
+        &self.d.continuing_subword_prefix
     }
     pub fn max_input_chars_per_word(&self) -> usize {
-        self.max_input_chars_per_word
+        self.d.max_input_chars_per_word
     }
 
     fn push_unk(&self, len: usize, out: &mut Vec<Token>) -> Result<()> {
-        let id = *self.vocab.get(&self.unk_token).ok_or_else(|| {
+        let id = *self.d.vocab.get(&self.d.unk_token).ok_or_else(|| {
             Error::invalid(format!(
                 "WordPiece: the unknown token {:?} is needed but missing from the vocabulary",
-                self.unk_token
+                self.d.unk_token
             ))
         })?;
-        out.push(self.token(id, || self.unk_token.clone(), 0, len));
+        out.push(self.token(id, || self.d.unk_token.clone(), 0, len));
         Ok(())
     }
 
@@ -200,11 +207,11 @@ impl WordPiece {
     /// decodes to (possible only for an id shared by several entries).
     #[inline]
     fn token(&self, id: u32, text: impl FnOnce() -> String, start: usize, end: usize) -> Token {
-        if self.shared_ids.is_empty() || !self.shared_ids.contains(&id) {
+        if self.d.shared_ids.is_empty() || !self.d.shared_ids.contains(&id) {
             return Token::new(id, start, end);
         }
         let text = text();
-        if self.vocab_r.get(&id).map(|t| &**t) == Some(text.as_str()) {
+        if self.d.vocab_r.get(&id).map(|t| &**t) == Some(text.as_str()) {
             Token::new(id, start, end)
         } else {
             Token::with_value(id, &text, start, end)
@@ -229,7 +236,7 @@ impl Model for WordPiece {
         if piece.is_empty() {
             return Ok(());
         }
-        if more_chars_than(piece, self.max_input_chars_per_word) {
+        if more_chars_than(piece, self.d.max_input_chars_per_word) {
             return self.push_unk(piece.len(), out);
         }
         let bytes = piece.as_bytes();
@@ -237,9 +244,9 @@ impl Model for WordPiece {
         let mut start = 0;
         while start < bytes.len() {
             let (trie, rest) = if start == 0 {
-                (&self.first, bytes)
+                (&self.d.first, bytes)
             } else {
-                (&self.rest, &bytes[start..])
+                (&self.d.rest, &bytes[start..])
             };
             // Entries are whole strings and `start` is a character boundary, so every match
             // ends on a character boundary: the longest match is what shortening one scalar
@@ -254,7 +261,7 @@ impl Model for WordPiece {
             } else {
                 self.token(
                     id,
-                    || format!("{}{}", self.continuing_subword_prefix, &piece[start..end]),
+                    || format!("{}{}", self.d.continuing_subword_prefix, &piece[start..end]),
                     start,
                     end,
                 )
@@ -266,19 +273,23 @@ impl Model for WordPiece {
     }
 
     fn token_to_id(&self, token: &str) -> Option<u32> {
-        self.vocab.get(token).copied()
+        self.d.vocab.get(token).copied()
     }
 
     fn id_to_token(&self, id: u32) -> Option<&str> {
-        self.vocab_r.get(&id).map(|t| &**t)
+        self.d.vocab_r.get(&id).map(|t| &**t)
     }
 
     fn vocab_size(&self) -> usize {
-        self.vocab.len()
+        self.d.vocab.len()
     }
 
     fn vocab(&self) -> HashMap<String, u32> {
-        self.vocab.iter().map(|(t, &id)| (t.clone(), id)).collect()
+        self.d
+            .vocab
+            .iter()
+            .map(|(t, &id)| (t.clone(), id))
+            .collect()
     }
 }
 

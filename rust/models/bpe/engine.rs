@@ -150,7 +150,9 @@ impl Word {
 mod tests {
     use super::*;
 
-    fn run(ids: &[u32], pairs: &[((u32, u32), (u32, u32))]) -> Vec<u32> {
+    type PairTable = [((u32, u32), (u32, u32))];
+
+    fn run(ids: &[u32], pairs: &PairTable) -> Vec<u32> {
         let mut w = Word::default();
         for &i in ids {
             w.push(i, 1);
