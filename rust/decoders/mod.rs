@@ -137,20 +137,27 @@ fn strip(token: &str, content: char, start: usize, stop: usize) -> Result<String
     Ok(chars[start_cut..stop_cut].iter().collect())
 }
 
-fn replace(regex: &onig::Regex, content: &str, token: &str) -> String {
+fn replace(regex: &onig::Regex, content: &str, token: &str) -> Result<String> {
     // The reference never matches inside an empty token (not even an empty pattern).
     if token.is_empty() {
-        return String::new();
+        return Ok(String::new());
     }
+    let piece = |r: std::ops::Range<usize>| {
+        token.get(r).ok_or_else(|| {
+            Error::other(format!(
+                "Replace decoder: a match does not fall on character boundaries in {token:?}"
+            ))
+        })
+    };
     let mut out = String::with_capacity(token.len());
     let mut prev = 0;
     for (s, e) in regex.find_iter(token) {
-        out.push_str(&token[prev..s]);
+        out.push_str(piece(prev..s)?);
         out.push_str(content);
         prev = e;
     }
-    out.push_str(&token[prev..]);
-    out
+    out.push_str(piece(prev..token.len())?);
+    Ok(out)
 }
 
 impl Decoder for DecoderKind {
@@ -233,9 +240,10 @@ impl Decoder for DecoderKind {
                 }
                 tokens
             }
-            DecoderKind::Replace { regex, content } => {
-                tokens.iter().map(|t| replace(regex, content, t)).collect()
-            }
+            DecoderKind::Replace { regex, content } => tokens
+                .iter()
+                .map(|t| replace(regex, content, t))
+                .collect::<Result<_>>()?,
             DecoderKind::Fuse => vec![tokens.concat()],
             DecoderKind::Strip {
                 content,
