@@ -54,20 +54,38 @@ pub enum DecoderKind {
     ByteFallback,
 }
 
+/// The cleanup rules, applied one after the other in this order (a later rule sees the
+/// earlier rules' output); a rule whose pattern is absent costs no allocation.
+const CLEANUP_RULES: [(&str, &str); 11] = [
+    (" .", "."),
+    (" ?", "?"),
+    (" !", "!"),
+    (" ,", ","),
+    (" ' ", "'"),
+    (" n't", "n't"),
+    (" 'm", "'m"),
+    (" do not", " don't"),
+    (" 's", "'s"),
+    (" 've", "'ve"),
+    (" 're", "'re"),
+];
+
 /// The WordPiece decoder's cleanup: the spaces that BERT-style tokenization put before
 /// punctuation and inside English contractions are removed (the CTC decoder shares it).
 pub fn wordpiece_cleanup(s: &str) -> String {
-    s.replace(" .", ".")
-        .replace(" ?", "?")
-        .replace(" !", "!")
-        .replace(" ,", ",")
-        .replace(" ' ", "'")
-        .replace(" n't", "n't")
-        .replace(" 'm", "'m")
-        .replace(" do not", " don't")
-        .replace(" 's", "'s")
-        .replace(" 've", "'ve")
-        .replace(" 're", "'re")
+    cleanup_owned(s.to_owned())
+}
+
+fn cleanup_owned(mut out: String) -> String {
+    if !out.contains(' ') {
+        return out;
+    }
+    for (pattern, replacement) in CLEANUP_RULES {
+        if out.contains(pattern) {
+            out = out.replace(pattern, replacement);
+        }
+    }
+    out
 }
 
 /// `<0xXX>` → the byte, read the way the reference reads it (exactly 6 bytes, any two
@@ -175,16 +193,16 @@ impl Decoder for DecoderKind {
             DecoderKind::WordPiece { prefix, cleanup } => tokens
                 .into_iter()
                 .enumerate()
-                .map(|(i, t)| {
-                    let t = if i == 0 {
-                        t
-                    } else if let Some(rest) = t.strip_prefix(prefix.as_str()) {
-                        rest.to_owned()
-                    } else {
-                        format!(" {t}")
-                    };
+                .map(|(i, mut t)| {
+                    if i > 0 {
+                        if t.starts_with(prefix.as_str()) {
+                            t.drain(..prefix.len());
+                        } else {
+                            t.insert(0, ' ');
+                        }
+                    }
                     if *cleanup {
-                        wordpiece_cleanup(&t)
+                        cleanup_owned(t)
                     } else {
                         t
                     }
