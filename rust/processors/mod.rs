@@ -159,7 +159,7 @@ impl RobertaProcessing {
         }
         // Roberta gives every token type id 0 (the overflowing parts only when wrapped).
         for e in &mut encodings {
-            e.type_ids = vec![0; e.len()];
+            set_type_ids(e, 0);
         }
         if !add {
             return encodings;
@@ -183,6 +183,13 @@ impl RobertaProcessing {
             })
             .collect()
     }
+}
+
+/// Every token of `e` gets type id `t` (reusing the vector).
+fn set_type_ids(e: &mut Encoding, t: u32) {
+    let n = e.ids.len();
+    e.type_ids.clear();
+    e.type_ids.resize(n, t);
 }
 
 /// The ByteLevel offset trimming, applied to an encoding and its overflowing parts.
@@ -251,7 +258,7 @@ impl PostProcessor for Processor {
                 o.set_sequence_id(i);
             }
             // Only the top level gets the type id; overflowing parts keep theirs.
-            e.type_ids = vec![i as u32; e.len()];
+            set_type_ids(e, i as u32);
         }
         let encodings = self.process_encodings(encodings, add_special_tokens)?;
         Ok(Encoding::merge(encodings, false))

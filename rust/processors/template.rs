@@ -212,7 +212,7 @@ impl TemplateProcessing {
                             "TemplateProcessing: the single template uses `$B`, but there is no second sequence",
                         )
                     })?;
-                    e.type_ids = vec![*type_id; e.len()];
+                    super::set_type_ids(e, *type_id);
                     e.set_sequence_id(*seq);
                     if last_use[*seq] == Some(k) {
                         out.push(std::mem::take(e));
