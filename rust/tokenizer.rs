@@ -198,18 +198,29 @@ impl Tokenizer {
         add_special_tokens: bool,
         out: &mut Vec<u32>,
     ) -> Result<()> {
-        let needs_full = self.truncation.is_some()
-            || (add_special_tokens && self.core.post_processor().is_some());
-        if needs_full {
-            let unpadded = Tokenizer {
-                padding: None,
-                ..self.clone()
-            };
-            let enc = unpadded.encode(InputSequence::Raw(text), None, add_special_tokens)?;
-            out.extend_from_slice(&enc.ids);
-            return Ok(());
+        let processor = self.core.post_processor().filter(|_| add_special_tokens);
+        if self.truncation.is_none() && processor.is_none() {
+            return self.core.ids_of_text(text, out);
         }
-        self.core.ids_of_text(text, out)
+        // Truncation and the post-processor only move ids around; give them an encoding whose
+        // other fields are cheap placeholders (empty strings do not allocate).
+        let mut ids = Vec::new();
+        self.core.ids_of_text(text, &mut ids)?;
+        let n = ids.len();
+        let light = Encoding {
+            ids,
+            type_ids: vec![0; n],
+            tokens: vec![String::new(); n],
+            words: vec![None; n],
+            offsets: vec![(0, 0); n],
+            special_tokens_mask: vec![0; n],
+            attention_mask: vec![1; n],
+            ..Encoding::default()
+        };
+        let unpadded = Tokenizer { padding: None, ..self.clone() };
+        let enc = unpadded.post_process(light, None, add_special_tokens)?;
+        out.extend_from_slice(&enc.ids);
+        Ok(())
     }
 
     /// Ids of many texts across threads (no padding), for the fast batch outputs.
