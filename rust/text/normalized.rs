@@ -301,28 +301,38 @@ impl NormalizedString {
         self.transform_range(0..len, dest, initial_offset);
     }
 
+    // Each normal form is skipped when the quick check says the text is already in it: the
+    // rewrite would then give every char back with change 0, an identity on the alignments.
     pub fn nfd(&mut self) -> &mut Self {
-        use unicode_normalization_alignments::UnicodeNormalization;
-        let t: Vec<(char, isize)> = self.normalized.nfd().collect();
-        self.transform(t, 0);
+        use unicode_normalization_alignments::{is_nfd_quick, IsNormalized, UnicodeNormalization};
+        if is_nfd_quick(self.normalized.chars()) != IsNormalized::Yes {
+            let t: Vec<(char, isize)> = self.normalized.nfd().collect();
+            self.transform(t, 0);
+        }
         self
     }
     pub fn nfkd(&mut self) -> &mut Self {
-        use unicode_normalization_alignments::UnicodeNormalization;
-        let t: Vec<(char, isize)> = self.normalized.nfkd().collect();
-        self.transform(t, 0);
+        use unicode_normalization_alignments::{is_nfkd_quick, IsNormalized, UnicodeNormalization};
+        if is_nfkd_quick(self.normalized.chars()) != IsNormalized::Yes {
+            let t: Vec<(char, isize)> = self.normalized.nfkd().collect();
+            self.transform(t, 0);
+        }
         self
     }
     pub fn nfc(&mut self) -> &mut Self {
-        use unicode_normalization_alignments::UnicodeNormalization;
-        let t: Vec<(char, isize)> = self.normalized.nfc().collect();
-        self.transform(t, 0);
+        use unicode_normalization_alignments::{is_nfc_quick, IsNormalized, UnicodeNormalization};
+        if is_nfc_quick(self.normalized.chars()) != IsNormalized::Yes {
+            let t: Vec<(char, isize)> = self.normalized.nfc().collect();
+            self.transform(t, 0);
+        }
         self
     }
     pub fn nfkc(&mut self) -> &mut Self {
-        use unicode_normalization_alignments::UnicodeNormalization;
-        let t: Vec<(char, isize)> = self.normalized.nfkc().collect();
-        self.transform(t, 0);
+        use unicode_normalization_alignments::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
+        if is_nfkc_quick(self.normalized.chars()) != IsNormalized::Yes {
+            let t: Vec<(char, isize)> = self.normalized.nfkc().collect();
+            self.transform(t, 0);
+        }
         self
     }
 
@@ -384,6 +394,17 @@ impl NormalizedString {
     }
 
     pub fn lowercase(&mut self) -> &mut Self {
+        if self.normalized.is_ascii() {
+            // ASCII lowercases to ASCII of the same length: alignments are unchanged.
+            self.normalized.make_ascii_lowercase();
+            return self;
+        }
+        if !self.normalized.chars().any(|c| {
+            let mut l = super::unicode::to_lowercase(c);
+            l.next() != Some(c) || l.next().is_some()
+        }) {
+            return self;
+        }
         self.rewrite_chars(|c, out| {
             for l in super::unicode::to_lowercase(c) {
                 out(l);
