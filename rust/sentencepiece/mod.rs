@@ -2,4 +2,5 @@
 //! sentencepiece library runs it (its normalizer, Unigram / BPE / WORD / CHAR segmentation,
 //! byte fallback, offsets, decoding).
 
+pub mod bpe;
 pub mod vocab;
