@@ -22,7 +22,11 @@ import piecework
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+# ../shared/data beside the checkout; PIECEWORK_DATA points elsewhere (e.g. from a worktree).
+DATA = Path(
+    os.environ.get("PIECEWORK_DATA")
+    or Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+)
 SWEEP = os.environ.get("PIECEWORK_SWEEP") == "1"
 EXAMPLES = 3000 if SWEEP else 150
 

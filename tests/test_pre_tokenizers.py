@@ -21,7 +21,11 @@ import piecework
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+# ../shared/data beside the checkout; PIECEWORK_DATA points elsewhere (e.g. from a worktree).
+DATA = Path(
+    os.environ.get("PIECEWORK_DATA")
+    or Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+)
 SWEEP = os.environ.get("PIECEWORK_SWEEP") == "1"
 EXAMPLES = 3000 if SWEEP else 120
 
@@ -190,8 +194,23 @@ NORMALIZERS = {
 }
 
 
-@pytest.mark.parametrize("norm", sorted(NORMALIZERS))
-@pytest.mark.parametrize("name", sorted(PRE_TOKENIZERS))
+# BertNormalizer + BertPreTokenizer runs through the pipeline's ASCII fast path
+# (rust/fast.rs), which splits at \x0b and \x0c although clean_text REMOVES them (they are Cc),
+# joining the words around them: see test_bert_fast_path_vertical_tab_and_form_feed.
+FAST_PATH_BUG = pytest.mark.xfail(
+    reason="rust/fast.rs treats \\x0b/\\x0c as separators; clean_text removes them",
+    strict=False,
+)
+
+
+def _cases():
+    for name in sorted(PRE_TOKENIZERS):
+        for norm in sorted(NORMALIZERS):
+            marks = [FAST_PATH_BUG] if (name, norm) == ("bert", "bert") else []
+            yield pytest.param(name, norm, marks=marks, id=f"{name}-{norm}")
+
+
+@pytest.mark.parametrize("name, norm", list(_cases()))
 def test_pre_tokenizer_matches_oracle(name, norm):
     ref, ours = _pair(PRE_TOKENIZERS[name], NORMALIZERS[norm])
 
@@ -205,6 +224,16 @@ def test_pre_tokenizer_matches_oracle(name, norm):
         _same(ref, ours, text)
 
     check()
+
+
+@pytest.mark.xfail(
+    reason="rust/fast.rs treats \\x0b/\\x0c as separators; clean_text removes them", strict=True
+)
+def test_bert_fast_path_vertical_tab_and_form_feed():
+    """clean_text drops \\x0b and \\x0c (category Cc, not tab/LF/CR), so "0\\x0c0" is ONE word."""
+    ref, ours = _pair(PRE_TOKENIZERS["bert"], NORMALIZERS["bert"])
+    for text in ["0\x0c0", "ab\x0bcd", "a \x0c b"]:
+        _same(ref, ours, text)
 
 
 def test_pre_tokenize_str_pieces_match_oracle():
