@@ -84,7 +84,9 @@ def _pair(normalizer, pre_tokenizer=None):
 def _same(ref, ours, text):
     try:
         e = ref.encode(text)
-    except Exception:  # noqa: BLE001 - the oracle refuses: so must we
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # noqa: BLE001 - the oracle refuses (or panics): so must we
         with pytest.raises(piecework.TokenizerError):
             ours.encode(text)
         return
@@ -261,3 +263,19 @@ def test_unknown_normalizer_is_unsupported():
     assert _load_error(doc)
     with pytest.raises(piecework.UnsupportedModelError, match="Frobnicate"):
         piecework.Tokenizer.from_str(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [
+        b"\x03\x00\x00\x00ab",  # trie size rounded down to 0 units; blob "ab"
+        b"\x00\x00\x00\x00",  # no trie, no blob
+    ],
+)
+def test_precompiled_degenerate_charsmaps(blob):
+    """Charsmaps with no trie unit load, and then refuse any non-empty text (the oracle
+    panics; piecework raises a TokenizerError)."""
+    normalizer = {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(blob).decode()}
+    ref, ours = _pair(normalizer)
+    for text in ["", "x", "  "]:
+        _same(ref, ours, text)

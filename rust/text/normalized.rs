@@ -150,7 +150,7 @@ impl NormalizedString {
         let mut alignments = Vec::with_capacity(s.len());
         for (b, c) in s.char_indices() {
             let l = c.len_utf8();
-            alignments.extend(std::iter::repeat((b, b + l)).take(l));
+            alignments.extend(std::iter::repeat_n((b, b + l), l));
         }
         NormalizedString {
             original_len: s.len(),
@@ -285,7 +285,7 @@ impl NormalizedString {
                     .sum();
                 offset += removed;
             }
-            new_align.extend(std::iter::repeat(align).take(c.len_utf8()));
+            new_align.extend(std::iter::repeat_n(align, c.len_utf8()));
             new_text.push(c);
         }
         self.alignments.splice(r.clone(), new_align);
@@ -435,7 +435,7 @@ impl NormalizedString {
             if n == 0 {
                 changed = true;
             }
-            align.extend(std::iter::repeat(a).take(text.len() - before));
+            align.extend(std::iter::repeat_n(a, text.len() - before));
         }
         if changed {
             self.normalized = text;
@@ -477,7 +477,7 @@ impl NormalizedString {
                 (0, 0)
             };
             for c in content.chars() {
-                align.extend(std::iter::repeat(a).take(c.len_utf8()));
+                align.extend(std::iter::repeat_n(a, c.len_utf8()));
                 text.push(c);
             }
             last_end = end;
