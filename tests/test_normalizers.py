@@ -28,7 +28,7 @@ DATA = Path(
     or Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 )
 SWEEP = os.environ.get("PIECEWORK_SWEEP") == "1"
-EXAMPLES = 3000 if SWEEP else 150
+EXAMPLES = 1000 if SWEEP else 150
 
 # Characters that exercise the Unicode corners: every kind of whitespace, controls, combining
 # marks (Mn, Mc, Me), precomposed and compatibility characters, CJK, Hangul, astral planes.

@@ -27,7 +27,7 @@ DATA = Path(
     or Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 )
 SWEEP = os.environ.get("PIECEWORK_SWEEP") == "1"
-EXAMPLES = 3000 if SWEEP else 120
+EXAMPLES = 1000 if SWEEP else 80
 
 SPECIAL = (
     "\t\n\r\x0b\x0c \u00a0\u3000\u2028\u2029\u0085\u1680\u2000\u200a\u202f\u205f\u200b\ufeff"
@@ -186,6 +186,12 @@ PRE_TOKENIZERS = {
 
 NORMALIZERS = {
     "none": None,
+    # Decomposition moves bytes around and the prepended ▁ is an insertion aligned to the first
+    # character: the pieces' offsets must follow both.
+    "nfkd-prepend": {
+        "type": "Sequence",
+        "normalizers": [{"type": "NFKD"}, {"type": "Prepend", "prepend": "▁"}],
+    },
     "bert": {
         "type": "BertNormalizer",
         "clean_text": True,
