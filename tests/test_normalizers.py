@@ -279,3 +279,26 @@ def test_precompiled_degenerate_charsmaps(blob):
     ref, ours = _pair(normalizer)
     for text in ["", "x", "  "]:
         _same(ref, ours, text)
+
+
+def _all_code_point_texts():
+    """Every code point (but surrogates), 24 per text, between letters and spaces."""
+    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    texts = []
+    for i in range(0, len(cps), 24):
+        chunk = cps[i : i + 24]
+        texts.append("".join(chr(c) + ("x", " ", "")[j % 3] for j, c in enumerate(chunk)))
+    return texts
+
+
+@pytest.mark.skipif(not SWEEP, reason="every code point: set PIECEWORK_SWEEP=1")
+@pytest.mark.parametrize(
+    "name", ["bert-uncased", "bert-cased", "nfkc", "nfkd", "lowercase", "strip-accents", "nmt"]
+)
+def test_every_code_point(name):
+    ref, ours = _pair(NORMALIZERS[name])
+    texts = _all_code_point_texts()
+    theirs = ref.encode_batch(texts)
+    mine = ours.encode_batch(texts)
+    for text, e, g in zip(texts, theirs, mine):
+        assert (g.ids, g.tokens, g.offsets) == (e.ids, e.tokens, e.offsets), repr(text)

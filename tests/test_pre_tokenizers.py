@@ -369,3 +369,28 @@ def test_unknown_pre_tokenizer_is_unsupported():
         assert _load_error(doc)
         with pytest.raises(piecework.UnsupportedModelError):
             piecework.Tokenizer.from_str(json.dumps(doc))
+
+
+@pytest.mark.skipif(not SWEEP, reason="every code point: set PIECEWORK_SWEEP=1")
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bert",
+        "whitespace",
+        "whitespace-split",
+        "punctuation",
+        "digits-individual",
+        "unicode-scripts",
+    ],
+)
+def test_every_code_point(name):
+    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    texts = [
+        "".join(chr(c) + ("a", " ", "")[j % 3] for j, c in enumerate(cps[i : i + 24]))
+        for i in range(0, len(cps), 24)
+    ]
+    ref, ours = _pair(PRE_TOKENIZERS[name])
+    theirs = ref.encode_batch(texts)
+    mine = ours.encode_batch(texts)
+    for text, e, g in zip(texts, theirs, mine):
+        assert (g.ids, g.tokens, g.offsets) == (e.ids, e.tokens, e.offsets), repr(text)
