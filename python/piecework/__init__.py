@@ -12,6 +12,7 @@ from ._core import (
     get_num_threads,
     set_num_threads,
 )
+from .sentencepiece import SentencePieceProcessor
 from .tokenizer import Tokenizer, detect_kind
 
 __version__ = "0.1.0"
@@ -19,6 +20,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Encoding",
     "InvalidDataError",
+    "SentencePieceProcessor",
     "Tokenizer",
     "TokenizerError",
     "UnsupportedModelError",

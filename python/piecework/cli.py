@@ -56,11 +56,6 @@ def _chunks(texts: Iterator[str]) -> Iterator[list[str]]:
 
 
 def _cmd_encode(args: argparse.Namespace, out: IO[str]) -> int:
-    tok = Tokenizer.from_file(args.tokenizer or DEFAULT_TOKENIZER)
-    # One line per text: padding would only append pad tokens, so it is off; the file's
-    # truncation stays (it is part of what the tokenizer produces).
-    tok.no_padding()
-    add_special = not args.no_special_tokens
     if args.input is not None and args.text:
         print("piecework encode: give TEXT arguments or --input, not both", file=sys.stderr)
         return 2
@@ -69,13 +64,18 @@ def _cmd_encode(args: argparse.Namespace, out: IO[str]) -> int:
             "piecework encode: give TEXT arguments or --input FILE (- for stdin)", file=sys.stderr
         )
         return 2
+    tok = Tokenizer.from_file(args.tokenizer or DEFAULT_TOKENIZER)
+    # One line per text: padding would only append pad tokens, so it is off; the file's
+    # truncation stays (it is part of what the tokenizer produces).
+    tok.no_padding()
+    add_special = not args.no_special_tokens
     with contextlib.ExitStack() as stack:
         if args.input is None:
             texts: Iterator[str] = iter(args.text)
         elif args.input == "-":
             texts = _lines(sys.stdin)
         else:
-            texts = _lines(stack.enter_context(open(args.input, encoding="utf-8", newline="")))
+            texts = _lines(stack.enter_context(open(args.input, encoding="utf-8", newline="\n")))
         for chunk in _chunks(texts):
             for enc in tok.encode_batch(chunk, add_special_tokens=add_special):
                 out.write(json.dumps({"ids": enc.ids, "tokens": enc.tokens}, ensure_ascii=False))
@@ -97,14 +97,29 @@ def _model_type(data: bytes, kind: str) -> str | None:
     return None
 
 
+def _sentencepiece_core():
+    sp = getattr(_core, "_SentencePiece", None)
+    if sp is None:
+        raise _core.UnsupportedModelError("this build of piecework has no SentencePiece support")
+    return sp
+
+
 def _cmd_inspect(args: argparse.Namespace, out: IO[str]) -> int:
     with open(args.file, "rb") as f:
         data = f.read()
     kind = detect_kind(data)
     info = {"file": args.file, "kind": kind, "model": _model_type(data, kind)}
-    tok = Tokenizer.from_file(args.file)
-    info["vocab_size"] = tok.get_vocab_size(with_added_tokens=True)
-    info["vocab_size_without_added_tokens"] = tok.get_vocab_size(with_added_tokens=False)
+    if kind in ("tokenizer.json", "vocab.txt"):
+        tok = Tokenizer.from_file(args.file)
+        info["vocab_size"] = tok.get_vocab_size(with_added_tokens=True)
+        info["vocab_size_without_added_tokens"] = tok.get_vocab_size(with_added_tokens=False)
+    else:
+        sp = _sentencepiece_core()
+        if kind == "sentencepiece":
+            proc = sp.from_model_bytes(data)
+        else:
+            proc = sp.from_spm_text(data.decode("utf-8"))
+        info["vocab_size"] = proc.get_piece_size()
     out.write(json.dumps(info, ensure_ascii=False) + "\n")
     return 0
 
@@ -115,10 +130,7 @@ def _cmd_convert(args: argparse.Namespace, out: IO[str]) -> int:
     if detect_kind(data) != "sentencepiece":
         print(f"piecework convert: {args.input} is not a SentencePiece .model", file=sys.stderr)
         return 2
-    writer = getattr(_core, "sentencepiece_model_to_spm", None)
-    if writer is None:
-        raise _core.UnsupportedModelError("this build of piecework cannot write .spm files")
-    text = writer(data)
+    text = _sentencepiece_core().from_model_bytes(data).to_spm_text()
     with open(args.output, "w", encoding="utf-8", newline="") as f:
         f.write(text)
     return 0
@@ -167,7 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if hasattr(out, "reconfigure"):
         out.reconfigure(encoding="utf-8")  # JSON lines are UTF-8 whatever the locale
     if hasattr(sys.stdin, "reconfigure"):
-        sys.stdin.reconfigure(encoding="utf-8")
+        # lines end at LF (or CR LF) only, as for --input FILE
+        sys.stdin.reconfigure(encoding="utf-8", newline="\n")
     try:
         return int(args.func(args, out))
     except BrokenPipeError:

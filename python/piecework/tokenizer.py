@@ -21,10 +21,7 @@ InputSequence = Union[str, Sequence[str]]
 EncodeInput = Union[InputSequence, tuple[InputSequence, InputSequence], list[InputSequence]]
 
 # One line of a `.spm` text vocabulary: base64 of the piece, the score, the piece type.
-_SPM_LINE = re.compile(
-    rb"^[A-Za-z0-9+/]+={0,2}[ \t]+[-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|inf|nan)"
-    rb"[ \t]+[0-9]+\r?$"
-)
+_SPM_LINE = re.compile(rb"^[A-Za-z0-9+/]+={0,2}[ \t]+[^ \t\r\n]+[ \t]+[0-9]+\r?$")
 
 
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -176,9 +173,9 @@ class Tokenizer:
     ) -> Tokenizer:
         """A tokenizer from a .spm text vocabulary (lines ``base64(piece) score type``); the
         file carries no settings, so they are given here."""
-        if model_type not in ("bpe", "unigram"):
+        if model_type not in ("bpe", "unigram", "word", "char"):
             raise _core.TokenizerError(
-                f"Unknown `model_type`: `{model_type}`. Use one of `bpe` or `unigram`"
+                f"Unknown `model_type`: `{model_type}`. Use one of `bpe`, `unigram`, `word` or `char`"
             )
         opts = {
             "model_type": model_type,

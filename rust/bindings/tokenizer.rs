@@ -182,14 +182,75 @@ impl PyTokenizer {
 
     /// Load a tokenizer.json document given as UTF-8 bytes.
     #[staticmethod]
-    fn from_buffer(py: Python<'_>, buffer: Vec<u8>) -> PyResult<Self> {
+    fn from_buffer(py: Python<'_>, buffer: &[u8]) -> PyResult<Self> {
         let tok = py
             .detach(|| {
-                let json = std::str::from_utf8(&buffer).map_err(|e| {
+                let json = std::str::from_utf8(buffer).map_err(|e| {
                     crate::Error::invalid(format!("tokenizer.json is not UTF-8: {e}"))
                 })?;
                 Tokenizer::from_json_str(json)
             })
+            .map_err(to_py_err)?;
+        Ok(Self::new(tok))
+    }
+
+    /// The BERT tokenizer of a vocab.txt (what `tokenizers.BertWordPieceTokenizer` builds).
+    /// `lowercase=None` guesses the casing from the entries; `strip_accents=None` follows it.
+    #[staticmethod]
+    #[pyo3(signature = (data, lowercase = None, strip_accents = None))]
+    fn from_vocab_txt(
+        py: Python<'_>,
+        data: &[u8],
+        lowercase: Option<bool>,
+        strip_accents: Option<bool>,
+    ) -> PyResult<Self> {
+        let tok = py
+            .detach(|| Tokenizer::from_vocab_txt(data, lowercase, strip_accents))
+            .map_err(to_py_err)?;
+        Ok(Self::new(tok))
+    }
+
+    /// A tokenizer over a SentencePiece `.model` (its bytes), run as sentencepiece runs it.
+    #[staticmethod]
+    fn from_sentencepiece(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
+        let tok = py
+            .detach(|| Tokenizer::from_sentencepiece(data))
+            .map_err(to_py_err)?;
+        Ok(Self::new(tok))
+    }
+
+    /// A tokenizer over a `.spm` text vocabulary; the file holds no settings, so they are given.
+    #[staticmethod]
+    #[pyo3(signature = (text, model_type = "bpe", add_dummy_prefix = false, remove_extra_whitespaces = false, byte_fallback = true))]
+    fn from_spm_text(
+        py: Python<'_>,
+        text: &str,
+        model_type: &str,
+        add_dummy_prefix: bool,
+        remove_extra_whitespaces: bool,
+        byte_fallback: bool,
+    ) -> PyResult<Self> {
+        use crate::sentencepiece::{ModelType, SpmOptions};
+        let model_type = match model_type {
+            "bpe" => ModelType::Bpe,
+            "unigram" => ModelType::Unigram,
+            "word" => ModelType::Word,
+            "char" => ModelType::Char,
+            other => {
+                return Err(to_py_err(crate::Error::other(format!(
+                    "Unknown `model_type`: `{other}`. Use one of `bpe`, `unigram`, `word` or `char`"
+                ))))
+            }
+        };
+        let opts = SpmOptions {
+            model_type,
+            add_dummy_prefix,
+            remove_extra_whitespaces,
+            byte_fallback,
+            ..SpmOptions::default()
+        };
+        let tok = py
+            .detach(|| Tokenizer::from_spm_text(text, &opts))
             .map_err(to_py_err)?;
         Ok(Self::new(tok))
     }
@@ -339,8 +400,8 @@ impl PyTokenizer {
                 None => PaddingStrategy::BatchLongest,
             },
             direction: parse_direction(direction)?,
-            // As in the reference, 0 means "no multiple".
-            pad_to_multiple_of: pad_to_multiple_of.filter(|&m| m != 0),
+            // Kept as given, 0 included (the reference reports it back and pads as if absent).
+            pad_to_multiple_of,
             pad_id,
             pad_type_id,
             pad_token: pad_token.to_owned(),
@@ -438,33 +499,10 @@ impl PyTokenizer {
 }
 
 /// The result of encoding one input: the fields are turned into Python lists on access.
-#[pyclass(frozen, module = "piecework._core", name = "Encoding")]
+/// Mutable like the reference's (`pad`, `truncate`, `set_sequence_id` change it in place).
+#[pyclass(module = "piecework._core", name = "Encoding")]
 pub struct PyEncoding {
     inner: Encoding,
-}
-
-impl PyEncoding {
-    /// The sequence index of every token, computed as the reference does: tokens covered by no
-    /// sequence range are `None`; without ranges every token belongs to sequence 0.
-    fn sequence_ids_vec(&self) -> Vec<Option<usize>> {
-        let enc = &self.inner;
-        let len = enc.ids.len();
-        let n = if enc.sequence_ranges.is_empty() {
-            1
-        } else {
-            enc.sequence_ranges.len()
-        };
-        let mut out = vec![None; len];
-        for seq in 0..n {
-            let range = enc.sequence_ranges.get(&seq).cloned().unwrap_or(0..len);
-            let end = range.end.min(len);
-            let start = range.start.min(end);
-            for slot in &mut out[start..end] {
-                *slot = Some(seq);
-            }
-        }
-        out
-    }
 }
 
 #[pymethods]
@@ -504,15 +542,11 @@ impl PyEncoding {
     }
     #[getter]
     fn sequence_ids(&self) -> Vec<Option<usize>> {
-        self.sequence_ids_vec()
+        self.inner.sequence_ids()
     }
     #[getter]
     fn n_sequences(&self) -> usize {
-        if self.inner.sequence_ranges.is_empty() {
-            1
-        } else {
-            self.inner.sequence_ranges.len()
-        }
+        self.inner.n_sequences()
     }
     #[getter]
     fn overflowing(&self) -> Vec<PyEncoding> {
@@ -522,6 +556,87 @@ impl PyEncoding {
             .map(|e| PyEncoding { inner: e.clone() })
             .collect()
     }
+
+    /// Merge encodings left to right into a new one.
+    #[staticmethod]
+    #[pyo3(signature = (encodings, growing_offsets = true))]
+    fn merge(encodings: Vec<PyRef<'_, PyEncoding>>, growing_offsets: bool) -> PyEncoding {
+        PyEncoding {
+            inner: Encoding::merge(encodings.iter().map(|e| e.inner.clone()), growing_offsets),
+        }
+    }
+
+    fn set_sequence_id(&mut self, sequence_id: usize) {
+        self.inner.set_sequence_id(sequence_id);
+    }
+
+    /// The tokens `(start, end)` of a word of one sequence.
+    #[pyo3(signature = (word_index, sequence_index = 0))]
+    fn word_to_tokens(&self, word_index: u32, sequence_index: usize) -> Option<(usize, usize)> {
+        self.inner.word_to_tokens(word_index, sequence_index)
+    }
+
+    /// The character span of a word of one sequence.
+    #[pyo3(signature = (word_index, sequence_index = 0))]
+    fn word_to_chars(&self, word_index: u32, sequence_index: usize) -> Option<(usize, usize)> {
+        self.inner.word_to_chars(word_index, sequence_index)
+    }
+
+    fn token_to_sequence(&self, token_index: usize) -> Option<usize> {
+        self.inner.token_to_sequence(token_index)
+    }
+
+    fn token_to_chars(&self, token_index: usize) -> Option<(usize, usize)> {
+        self.inner.token_to_chars(token_index).map(|(_, o)| o)
+    }
+
+    fn token_to_word(&self, token_index: usize) -> Option<u32> {
+        self.inner.token_to_word(token_index).map(|(_, w)| w)
+    }
+
+    #[pyo3(signature = (char_pos, sequence_index = 0))]
+    fn char_to_token(&self, char_pos: usize, sequence_index: usize) -> Option<usize> {
+        self.inner.char_to_token(char_pos, sequence_index)
+    }
+
+    #[pyo3(signature = (char_pos, sequence_index = 0))]
+    fn char_to_word(&self, char_pos: usize, sequence_index: usize) -> Option<u32> {
+        self.inner.char_to_word(char_pos, sequence_index)
+    }
+
+    /// Pad in place to `length` tokens (overflowing parts too).
+    #[pyo3(signature = (length, direction = "right", pad_id = 0, pad_type_id = 0, pad_token = "[PAD]"))]
+    fn pad(
+        &mut self,
+        length: usize,
+        direction: &str,
+        pad_id: u32,
+        pad_type_id: u32,
+        pad_token: &str,
+    ) -> PyResult<()> {
+        let direction = parse_direction(direction)?;
+        self.inner
+            .pad(length, pad_id, pad_type_id, pad_token, direction);
+        Ok(())
+    }
+
+    /// Truncate in place to `max_length` tokens; the rest goes to `overflowing`.
+    #[pyo3(signature = (max_length, stride = 0, direction = "right"))]
+    fn truncate(&mut self, max_length: usize, stride: usize, direction: &str) -> PyResult<()> {
+        let direction = match direction {
+            "left" => Direction::Left,
+            "right" => Direction::Right,
+            other => {
+                return Err(super::TokenizerError::new_err(format!(
+                    "Invalid truncation direction value : {other}"
+                )))
+            }
+        };
+        self.inner
+            .truncate(max_length, stride, direction)
+            .map_err(to_py_err)
+    }
+
     fn __len__(&self) -> usize {
         self.inner.ids.len()
     }
