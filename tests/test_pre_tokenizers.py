@@ -202,20 +202,10 @@ NORMALIZERS = {
 }
 
 
-# BertNormalizer + BertPreTokenizer runs through the pipeline's ASCII fast path
-# (rust/fast.rs), which splits at \x0b and \x0c although clean_text REMOVES them (they are Cc),
-# joining the words around them: see test_bert_fast_path_vertical_tab_and_form_feed.
-FAST_PATH_BUG = pytest.mark.xfail(
-    reason="rust/fast.rs treats \\x0b/\\x0c as separators; clean_text removes them",
-    strict=False,
-)
-
-
 def _cases():
     for name in sorted(PRE_TOKENIZERS):
         for norm in sorted(NORMALIZERS):
-            marks = [FAST_PATH_BUG] if (name, norm) == ("bert", "bert") else []
-            yield pytest.param(name, norm, marks=marks, id=f"{name}-{norm}")
+            yield pytest.param(name, norm, id=f"{name}-{norm}")
 
 
 @pytest.mark.parametrize("name, norm", list(_cases()))
@@ -234,11 +224,9 @@ def test_pre_tokenizer_matches_oracle(name, norm):
     check()
 
 
-@pytest.mark.xfail(
-    reason="rust/fast.rs treats \\x0b/\\x0c as separators; clean_text removes them", strict=True
-)
 def test_bert_fast_path_vertical_tab_and_form_feed():
-    """clean_text drops \\x0b and \\x0c (category Cc, not tab/LF/CR), so "0\\x0c0" is ONE word."""
+    """clean_text drops \\x0b and \\x0c (category Cc, not tab/LF/CR), so "0\\x0c0" is ONE word
+    (the pipeline's BERT fast path once split there)."""
     ref, ours = _pair(PRE_TOKENIZERS["bert"], NORMALIZERS["bert"])
     for text in ["0\x0c0", "ab\x0bcd", "a \x0c b"]:
         _same(ref, ours, text)
