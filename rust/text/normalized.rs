@@ -247,6 +247,30 @@ impl NormalizedString {
         })
     }
 
+    /// The string `slice` would cut out of a parent whose normalized bytes were `text`, aligned
+    /// byte by byte to `alignments` (relative to the parent's original slice, which starts at
+    /// `parent_shift`): alignments rebased on the original range the piece covers. Lets a
+    /// pre-tokenizer build its pieces in one pass instead of rewriting and then slicing.
+    pub fn from_aligned_piece(
+        text: String,
+        mut alignments: Vec<(usize, usize)>,
+        parent_shift: usize,
+    ) -> NormalizedString {
+        let (start, end) = match (alignments.first(), alignments.last()) {
+            (Some(f), Some(l)) => (f.0, l.1),
+            _ => (0, 0),
+        };
+        for a in &mut alignments {
+            *a = (a.0.wrapping_sub(start), a.1.wrapping_sub(start));
+        }
+        NormalizedString {
+            original_len: end.saturating_sub(start),
+            normalized: text,
+            alignments,
+            original_shift: parent_shift + start,
+        }
+    }
+
     /// Replace the normalized range `r` by the characters of `dest`, each with its change:
     /// `1` an inserted character, `0` a replacement of one existing character, `-n` a
     /// replacement that also removes the `n` characters after it. `initial_offset` characters
