@@ -16,8 +16,8 @@ pub mod vocab;
 
 use crate::charsmap::CharsMap;
 use crate::error::{Error, Result};
-use crate::formats::sentencepiece::{self as proto, ModelData, NormalizerSettings};
 pub use crate::formats::sentencepiece::ModelType;
+use crate::formats::sentencepiece::{self as proto, ModelData, NormalizerSettings};
 use normalizer::{valid_char_len, SpNormalizer, SPACE_SYMBOL};
 use simple::{PieceLookup, SpChar, SpWord};
 use std::borrow::Cow;
@@ -89,7 +89,11 @@ impl std::fmt::Debug for SentencePiece {
 /// The byte a `<0xXX>` piece stands for (uppercase hex, exactly two digits).
 fn piece_to_byte(piece: &str) -> Option<u8> {
     let hex = piece.strip_prefix("<0x")?.strip_suffix('>')?;
-    if hex.len() != 2 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(&b)) {
+    if hex.len() != 2
+        || !hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(&b))
+    {
         return None;
     }
     u8::from_str_radix(hex, 16).ok()
@@ -109,7 +113,11 @@ fn make_normalizer(s: &NormalizerSettings, treat_ws_as_suffix: bool) -> Result<S
 
 /// The BPE segmenter lives in `bpe.rs` (branch `bpe`). Once merged, this becomes
 /// `Ok(Box::new(bpe::SpBpe::new(pieces, unk_id, byte_fallback)?))`.
-fn make_bpe(_pieces: &[PieceEntry], _unk_id: u32, _byte_fallback: bool) -> Result<Box<dyn Segmenter>> {
+fn make_bpe(
+    _pieces: &[PieceEntry],
+    _unk_id: u32,
+    _byte_fallback: bool,
+) -> Result<Box<dyn Segmenter>> {
     Err(Error::unsupported(
         "sentencepiece model type `BPE` (.model): the BPE segmenter is not built in yet",
     ))
@@ -162,16 +170,27 @@ impl SentencePiece {
         let mut unk: Option<u32> = None;
         let mut ud_keys: Vec<(&[u8], u32)> = Vec::new();
         let mut byte_ids = [u32::MAX; 256];
+        // BPE keeps every piece in one map (a string may not repeat across types); the other
+        // models keep CONTROL / UNKNOWN / BYTE apart.
+        let one_map = data.model_type == ModelType::Bpe;
         for (i, p) in data.pieces.iter().enumerate() {
             let id = i as u32;
             if p.piece.is_empty() {
                 return Err(Error::invalid(format!("piece {i}: empty piece")));
             }
+            if p.kind == PieceType::Unused && p.piece == "\0" {
+                continue; // a placeholder the reference skips
+            }
+            if p.piece.contains('\0') {
+                return Err(Error::invalid(format!(
+                    "piece {i}: piece must not include a NUL character"
+                )));
+            }
             let normal = matches!(
                 p.kind,
                 PieceType::Normal | PieceType::UserDefined | PieceType::Unused
             );
-            let map = if normal {
+            let map = if normal || one_map {
                 &mut lookup.normal
             } else {
                 &mut lookup.reserved
@@ -184,6 +203,9 @@ impl SentencePiece {
             }
             match p.kind {
                 PieceType::UserDefined => ud_keys.push((p.piece.as_bytes(), id)),
+                PieceType::Unused => {
+                    lookup.unused.insert(id);
+                }
                 PieceType::Unknown => {
                     if unk.is_some() {
                         return Err(Error::invalid(format!(
@@ -207,7 +229,17 @@ impl SentencePiece {
                 _ => {}
             }
         }
-        let unk_id = unk.ok_or_else(|| Error::invalid("the model has no UNKNOWN piece (unk is not defined)"))?;
+        // Without byte fallback an UNKNOWN piece is required; with it, unknown characters
+        // always become bytes, and the model may have none.
+        let unk_id = match unk {
+            Some(u) => u,
+            None if data.byte_fallback => unigram::NO_UNK,
+            None => {
+                return Err(Error::invalid(
+                    "the model has no UNKNOWN piece (unk is not defined)",
+                ))
+            }
+        };
         lookup.unk_id = unk_id;
         let byte_ids = if data.byte_fallback {
             if byte_ids.contains(&u32::MAX) {
@@ -286,12 +318,17 @@ impl SentencePiece {
         let mut prev_unk = false;
         let mut covered = 0usize;
         for p in &pieces {
-            let kind = self
-                .data
-                .pieces
-                .get(p.id as usize)
-                .map(|e| e.kind)
-                .ok_or_else(|| Error::invalid(format!("segmenter returned id {} out of range", p.id)))?;
+            let kind = if p.id == unigram::NO_UNK {
+                PieceType::Unknown
+            } else {
+                self.data
+                    .pieces
+                    .get(p.id as usize)
+                    .map(|e| e.kind)
+                    .ok_or_else(|| {
+                        Error::invalid(format!("segmenter returned id {} out of range", p.id))
+                    })?
+            };
             if p.start > p.end || p.end > nlen {
                 return Err(Error::invalid("segmenter returned a span outside the text"));
             }
@@ -502,9 +539,10 @@ impl SentencePiece {
     pub fn decode_ids(&self, ids: &[u32]) -> Result<String> {
         let mut pieces = Vec::with_capacity(ids.len());
         for &id in ids {
-            pieces.push(self.id_to_piece(id).ok_or_else(|| {
-                Error::other(format!("piece id is out of range: {id}"))
-            })?);
+            pieces.push(
+                self.id_to_piece(id)
+                    .ok_or_else(|| Error::other(format!("piece id is out of range: {id}")))?,
+            );
         }
         self.decode_pieces(&pieces)
     }
@@ -519,16 +557,17 @@ impl SentencePiece {
         let mut byte_run: Vec<u8> = Vec::new();
         let mut is_bos_ws = true;
         let mut bos_ws_seen = false;
-        let strip_first = self.data.normalizer.add_dummy_prefix
-            || self.data.normalizer.remove_extra_whitespaces;
+        let strip_first =
+            self.data.normalizer.add_dummy_prefix || self.data.normalizer.remove_extra_whitespaces;
         let unk_surface = self.data.unk_surface.as_deref().unwrap_or(" \u{2047} ");
         for &piece in pieces {
             let id = self.lookup.piece_to_id(piece);
             let kind = self.piece_type(id);
             if kind == Some(PieceType::Byte) {
-                byte_run.push(piece_to_byte(piece).ok_or_else(|| {
-                    Error::invalid(format!("`{piece}` is not a byte piece"))
-                })?);
+                byte_run.push(
+                    piece_to_byte(piece)
+                        .ok_or_else(|| Error::invalid(format!("`{piece}` is not a byte piece")))?,
+                );
                 continue;
             }
             flush_bytes(&mut byte_run, &mut text);
@@ -678,7 +717,8 @@ mod tests {
         );
         let mut toks = vec![];
         let mut pieces = vec![];
-        sp.encode_with_pieces("a éé b", &mut toks, &mut pieces).unwrap();
+        sp.encode_with_pieces("a éé b", &mut toks, &mut pieces)
+            .unwrap();
         assert_eq!(pieces, vec!["▁a", "▁", "éé", "▁", "b"]);
     }
 
@@ -693,7 +733,11 @@ mod tests {
     #[test]
     fn byte_fallback_offsets() {
         use PieceType::*;
-        let mut v = vec![entry("<unk>", 0.0, Unknown), entry("a", -1.0, Normal), entry("▁", -1.0, Normal)];
+        let mut v = vec![
+            entry("<unk>", 0.0, Unknown),
+            entry("a", -1.0, Normal),
+            entry("▁", -1.0, Normal),
+        ];
         for b in 0..=255u8 {
             v.push(entry(&format!("<0x{b:02X}>"), 0.0, Byte));
         }
@@ -704,7 +748,11 @@ mod tests {
             enc(&sp, "aé"),
             vec![(2, 0, 0), (1, 0, 1), (byte(0xC3), 1, 1), (byte(0xA9), 1, 3)]
         );
-        assert_eq!(sp.decode_ids(&[2, 1, byte(0xC3), byte(0xA9), byte(0xC3)]).unwrap(), "aé\u{FFFD}");
+        assert_eq!(
+            sp.decode_ids(&[2, 1, byte(0xC3), byte(0xA9), byte(0xC3)])
+                .unwrap(),
+            "aé\u{FFFD}"
+        );
     }
 
     #[test]
@@ -724,17 +772,29 @@ mod tests {
         let no_unk = data(vec![entry("a", 0.0, Normal)], false);
         assert!(SentencePiece::from_data(no_unk).is_err());
         let dup = data(
-            vec![entry("<unk>", 0.0, Unknown), entry("a", 0.0, Normal), entry("a", 0.0, UserDefined)],
+            vec![
+                entry("<unk>", 0.0, Unknown),
+                entry("a", 0.0, Normal),
+                entry("a", 0.0, UserDefined),
+            ],
             false,
         );
         assert!(SentencePiece::from_data(dup).is_err());
         let byte_without_fallback = data(
-            vec![entry("<unk>", 0.0, Unknown), entry("<0x41>", 0.0, Byte), entry("a", 0.0, Normal)],
+            vec![
+                entry("<unk>", 0.0, Unknown),
+                entry("<0x41>", 0.0, Byte),
+                entry("a", 0.0, Normal),
+            ],
             false,
         );
         assert!(SentencePiece::from_data(byte_without_fallback).is_err());
         let missing_bytes = data(
-            vec![entry("<unk>", 0.0, Unknown), entry("<0x41>", 0.0, Byte), entry("a", 0.0, Normal)],
+            vec![
+                entry("<unk>", 0.0, Unknown),
+                entry("<0x41>", 0.0, Byte),
+                entry("a", 0.0, Normal),
+            ],
             true,
         );
         assert!(SentencePiece::from_data(missing_bytes).is_err());
