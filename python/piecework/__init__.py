@@ -3,4 +3,4 @@
 from ._core import InvalidDataError, TokenizerError, UnsupportedModelError
 from .sentencepiece import SentencePieceProcessor
 
-__all__ = ["TokenizerError", "InvalidDataError", "UnsupportedModelError", "SentencePieceProcessor"]
+__all__ = ["InvalidDataError", "SentencePieceProcessor", "TokenizerError", "UnsupportedModelError"]

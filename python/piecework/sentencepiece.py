@@ -7,7 +7,7 @@ the Rust core, this class only picks the entry point from the argument's shape.
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any
 
 from ._core import _SentencePiece
 
@@ -28,13 +28,13 @@ class SentencePieceProcessor:
 
     def __init__(
         self,
-        model_file: Optional[str | os.PathLike[str]] = None,
-        model_proto: Optional[bytes] = None,
+        model_file: str | os.PathLike[str] | None = None,
+        model_proto: bytes | None = None,
         out_type: Any = int,
         add_bos: bool = False,
         add_eos: bool = False,
     ) -> None:
-        self._sp: Optional[_SentencePiece] = None
+        self._sp: _SentencePiece | None = None
         self._out_type = out_type
         self._add_bos = add_bos
         self._add_eos = add_eos
@@ -43,7 +43,7 @@ class SentencePieceProcessor:
 
     # ---- loading ----
 
-    def Load(self, model_file: Any = None, model_proto: Optional[bytes] = None) -> bool:
+    def Load(self, model_file: Any = None, model_proto: bytes | None = None) -> bool:
         if model_file and model_proto:
             raise ValueError("model_file and model_proto must be exclusive.")
         if model_proto:
@@ -65,7 +65,7 @@ class SentencePieceProcessor:
         return True
 
     @classmethod
-    def from_spm(cls, text: str, **options: Any) -> "SentencePieceProcessor":
+    def from_spm(cls, text: str, **options: Any) -> SentencePieceProcessor:
         """Load a ``.spm`` text vocabulary (piecework extension). Options: ``model_type``,
         ``add_dummy_prefix``, ``remove_extra_whitespaces``, ``byte_fallback``,
         ``escape_whitespaces``, ``treat_whitespace_as_suffix``, ``precompiled_charsmap``."""
@@ -85,8 +85,8 @@ class SentencePieceProcessor:
         self,
         input: Any,
         out_type: Any = None,
-        add_bos: Optional[bool] = None,
-        add_eos: Optional[bool] = None,
+        add_bos: bool | None = None,
+        add_eos: bool | None = None,
         **_ignored: Any,
     ) -> Any:
         out_type = self._out_type if out_type is None else out_type

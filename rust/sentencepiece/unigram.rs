@@ -100,9 +100,10 @@ impl Segmenter for SpUnigram {
             let mut till = best[s].score;
             if !(-SCORE_RESET_THRESHOLD..=SCORE_RESET_THRESHOLD).contains(&till) {
                 let offset = till;
-                for i in s..=max_frontier.max(s) {
-                    if i == s || best[i].start != usize::MAX {
-                        best[i].score -= offset;
+                let hi = max_frontier.max(s);
+                for (k, b) in best[s..=hi].iter_mut().enumerate() {
+                    if k == 0 || b.start != usize::MAX {
+                        b.score -= offset;
                     }
                 }
                 till = 0.0;
