@@ -8,6 +8,7 @@
 //! one; with byte fallback an unknown piece becomes one `<0xXX>` piece per UTF-8 byte, all but
 //! the last zero-width at the character's start.
 
+pub mod bpe;
 pub mod normalizer;
 pub mod simple;
 pub mod trie;
@@ -111,16 +112,9 @@ fn make_normalizer(s: &NormalizerSettings, treat_ws_as_suffix: bool) -> Result<S
     })
 }
 
-/// The BPE segmenter lives in `bpe.rs` (branch `bpe`). Once merged, this becomes
-/// `Ok(Box::new(bpe::SpBpe::new(pieces, unk_id, byte_fallback)?))`.
-fn make_bpe(
-    _pieces: &[PieceEntry],
-    _unk_id: u32,
-    _byte_fallback: bool,
-) -> Result<Box<dyn Segmenter>> {
-    Err(Error::unsupported(
-        "sentencepiece model type `BPE` (.model): the BPE segmenter is not built in yet",
-    ))
+/// The score-ranked BPE segmenter (`bpe.rs`).
+fn make_bpe(pieces: &[PieceEntry], unk_id: u32, byte_fallback: bool) -> Result<Box<dyn Segmenter>> {
+    Ok(Box::new(bpe::SpBpe::new(pieces, unk_id, byte_fallback)?))
 }
 
 impl SentencePiece {
