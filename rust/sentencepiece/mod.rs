@@ -302,16 +302,34 @@ impl SentencePiece {
         text: &str,
         out: &mut Vec<SpToken>,
         normalized: &mut String,
-        mut unk_ranges: Option<&mut Vec<(usize, usize, usize)>>,
+        unk_ranges: Option<&mut Vec<(usize, usize, usize)>>,
     ) -> Result<()> {
-        let mut n2o = Vec::new();
-        self.normalizer.normalize(text, normalized, &mut n2o)?;
-        let mut pieces: Vec<SpPiece> = Vec::new();
-        self.segmenter.segment(normalized, &mut pieces)?;
+        // Reuse per-thread buffers: no allocation per call once they have grown.
+        SCRATCH.with(|cell| {
+            let mut sc = cell.take();
+            let r = self.encode_with_scratch(text, out, normalized, unk_ranges, &mut sc);
+            cell.set(sc);
+            r
+        })
+    }
+
+    fn encode_with_scratch(
+        &self,
+        text: &str,
+        out: &mut Vec<SpToken>,
+        normalized: &mut String,
+        mut unk_ranges: Option<&mut Vec<(usize, usize, usize)>>,
+        sc: &mut Scratch,
+    ) -> Result<()> {
+        let n2o = &mut sc.n2o;
+        self.normalizer.normalize(text, normalized, n2o)?;
+        let pieces = &mut sc.pieces;
+        pieces.clear();
+        self.segmenter.segment(normalized, pieces)?;
         let nlen = normalized.len();
         let mut prev_unk = false;
         let mut covered = 0usize;
-        for p in &pieces {
+        for p in pieces.iter() {
             let kind = if p.id == unigram::NO_UNK {
                 PieceType::Unknown
             } else {
@@ -380,16 +398,26 @@ impl SentencePiece {
 
     /// Encode `text`, appending tokens with byte offsets into `text`.
     pub fn encode(&self, text: &str, out: &mut Vec<SpToken>) -> Result<()> {
-        let mut normalized = String::new();
-        self.encode_core(text, out, &mut normalized, None)
+        NORMALIZED.with(|cell| {
+            let mut normalized = cell.take();
+            let r = self.encode_core(text, out, &mut normalized, None);
+            cell.set(normalized);
+            r
+        })
     }
 
     /// Encode `text`, appending only the ids.
     pub fn encode_ids(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
-        let mut toks = Vec::new();
-        self.encode(text, &mut toks)?;
-        out.extend(toks.iter().map(|t| t.id));
-        Ok(())
+        TOKENS.with(|cell| {
+            let mut toks = cell.take();
+            toks.clear();
+            let r = self.encode(text, &mut toks);
+            if r.is_ok() {
+                out.extend(toks.iter().map(|t| t.id));
+            }
+            cell.set(toks);
+            r
+        })
     }
 
     /// Encode `text`; `pieces` receives the piece strings sentencepiece reports (for a fused
@@ -617,6 +645,19 @@ impl SentencePiece {
     pub fn to_spm_text(&self) -> String {
         crate::formats::spm_text::write_spm(&self.data.pieces)
     }
+}
+
+/// Per-thread buffers of the encoder.
+#[derive(Default)]
+struct Scratch {
+    n2o: Vec<usize>,
+    pieces: Vec<SpPiece>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::Cell<Scratch> = std::cell::Cell::new(Scratch::default());
+    static NORMALIZED: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
+    static TOKENS: std::cell::Cell<Vec<SpToken>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 fn push_unescaped(text: &mut String, piece: &str) {

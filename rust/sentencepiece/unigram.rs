@@ -85,15 +85,38 @@ impl Segmenter for SpUnigram {
         if n == 0 {
             return Ok(());
         }
+        LATTICE.with(|cell| {
+            let mut best = cell.take();
+            let r = self.segment_into(bytes, &mut best, out);
+            cell.set(best);
+            r
+        })
+    }
+}
+
+thread_local! {
+    /// The per-position best paths, reused across calls on a thread.
+    static LATTICE: std::cell::Cell<Vec<Best>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+impl SpUnigram {
+    fn segment_into(
+        &self,
+        bytes: &[u8],
+        best: &mut Vec<Best>,
+        out: &mut Vec<SpPiece>,
+    ) -> Result<()> {
+        let n = bytes.len();
         let unk_score = self.min_score - UNK_PENALTY;
-        let mut best = vec![
+        best.clear();
+        best.resize(
+            n + 1,
             Best {
                 id: self.unk_id,
                 score: 0.0,
                 start: usize::MAX,
-            };
-            n + 1
-        ];
+            },
+        );
         let mut max_frontier = 0usize;
         let mut s = 0usize;
         while s < n {
