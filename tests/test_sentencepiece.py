@@ -324,6 +324,48 @@ def test_decode_shapes_match() -> None:
         assert pw.decode(arg) == sp.decode(arg), arg
 
 
+def test_encode_options_match() -> None:
+    """add_bos / add_eos / reverse / emit_unk_piece as sentencepiece's binding applies them."""
+    path = need("spm-test/test_model.model")
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    pw = SentencePieceProcessor(model_file=str(path))
+    for text in ("a ö b", "Hello world", "", ["x ü y", "z"]):
+        for out_type in (int, str):
+            for opts in (
+                {"add_bos": True},
+                {"add_eos": True, "reverse": True},
+                {"add_bos": True, "add_eos": True, "reverse": True},
+                {"emit_unk_piece": True} if out_type is str else {},
+            ):
+                assert pw.encode(text, out_type=out_type, **opts) == sp.encode(
+                    text, out_type=out_type, **opts
+                ), (text, out_type, opts)
+    # A model whose <s> is not a control piece refuses add_bos, with the same error type.
+    albert = need("albert-de-privately/30k-clean.model")
+    sp2 = spm.SentencePieceProcessor(model_file=str(albert))
+    pw2 = SentencePieceProcessor(model_file=str(albert))
+    with pytest.raises(ValueError):
+        sp2.encode("a", add_bos=True)
+    with pytest.raises(ValueError):
+        pw2.encode("a", add_bos=True)
+
+
+def test_escape_whitespaces_false_matches() -> None:
+    """escape_whitespaces=false (no trainer flag sets it): patch a trained model's spec."""
+    lines = train_lines(600)
+    for model_type in ("unigram", "word", "char"):
+        m = sentencepiece_model_pb2.ModelProto()
+        m.ParseFromString(train(lines, model_type=model_type, vocab_size=600))
+        m.normalizer_spec.escape_whitespaces = False
+        for dummy, rmws in ((True, True), (False, False)):
+            m.normalizer_spec.add_dummy_prefix = dummy
+            m.normalizer_spec.remove_extra_whitespaces = rmws
+            data = m.SerializeToString()
+            sp = spm.SentencePieceProcessor(model_proto=data)
+            pw = SentencePieceProcessor(model_proto=data)
+            assert_same(sp, pw, CORNERS + corpus_lines(30, seed=4))
+
+
 def test_constructor_options_and_pickle() -> None:
     path = need("spm-test/test_model.model")
     sp = spm.SentencePieceProcessor(model_file=str(path), add_bos=True, add_eos=True, out_type=str)

@@ -33,11 +33,15 @@ class SentencePieceProcessor:
         out_type: Any = int,
         add_bos: bool = False,
         add_eos: bool = False,
+        reverse: bool = False,
+        emit_unk_piece: bool = False,
     ) -> None:
         self._sp: _SentencePiece | None = None
         self._out_type = out_type
         self._add_bos = add_bos
         self._add_eos = add_eos
+        self._reverse = reverse
+        self._emit_unk_piece = emit_unk_piece
         if model_file or model_proto:
             self.Load(model_file=model_file, model_proto=model_proto)
 
@@ -87,24 +91,31 @@ class SentencePieceProcessor:
         out_type: Any = None,
         add_bos: bool | None = None,
         add_eos: bool | None = None,
-        **_ignored: Any,
+        reverse: bool | None = None,
+        emit_unk_piece: bool | None = None,
+        enable_sampling: bool = False,
+        **_defaults: Any,
     ) -> Any:
+        if enable_sampling:
+            raise ValueError("piecework: enable_sampling is not supported")
         out_type = self._out_type if out_type is None else out_type
         add_bos = self._add_bos if add_bos is None else add_bos
         add_eos = self._add_eos if add_eos is None else add_eos
+        reverse = self._reverse if reverse is None else reverse
+        emit_unk_piece = self._emit_unk_piece if emit_unk_piece is None else emit_unk_piece
         sp = self._core
         if isinstance(input, list):
             texts = [_text(t) for t in input]
             if out_type is int:
-                return sp.encode_ids_batch(texts, add_bos, add_eos)
+                return sp.encode_ids_batch(texts, add_bos, add_eos, reverse)
             if out_type is str:
-                return sp.encode_pieces_batch(texts, add_bos, add_eos)
+                return sp.encode_pieces_batch(texts, add_bos, add_eos, reverse, emit_unk_piece)
         else:
             text = _text(input)
             if out_type is int:
-                return sp.encode_ids(text, add_bos, add_eos)
+                return sp.encode_ids(text, add_bos, add_eos, reverse)
             if out_type is str:
-                return sp.encode_pieces(text, add_bos, add_eos)
+                return sp.encode_pieces(text, add_bos, add_eos, reverse, emit_unk_piece)
         raise ValueError(f"unsupported out_type={out_type!r} (int or str)")
 
     def EncodeAsIds(self, input: Any, **kwargs: Any) -> Any:
