@@ -247,7 +247,15 @@ def test_real_model_matches_sentencepiece(rel: str) -> None:
     ) == sp.encode("Hello world", add_bos=sp.bos_id() >= 0, add_eos=sp.eos_id() >= 0)
 
 
-@pytest.mark.parametrize("rel", ALL_MODELS)
+# The two biggest vocabularies (pegasus 96k, bpemb 100k) go through .spm in the sweep only.
+SPM_ROUNDTRIP_MODELS = [
+    m
+    for m in ALL_MODELS
+    if m not in ("pegasus/pegasus.model", "bpemb-en/en.wiki.bpe.vs100000.model")
+]
+
+
+@pytest.mark.parametrize("rel", SPM_ROUNDTRIP_MODELS)
 def test_real_model_through_spm_text(rel: str) -> None:
     path = need(rel)
     data = path.read_bytes()

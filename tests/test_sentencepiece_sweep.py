@@ -21,7 +21,7 @@ from piecework import SentencePieceProcessor
 from test_sentencepiece import (
     CORNERS,
     DATA,
-    UNIGRAM_MODELS,
+    ALL_MODELS,
     corpus_lines,
     mismatches,
     spm_options,
@@ -72,7 +72,7 @@ def report(name: str, sp, pw, texts: list[str]) -> int:
     return len(bad)
 
 
-@pytest.mark.parametrize("rel", UNIGRAM_MODELS)
+@pytest.mark.parametrize("rel", ALL_MODELS)
 def test_sweep_real_models(rel: str) -> None:
     path = DATA / rel
     if not path.exists():
