@@ -19,9 +19,9 @@ spm = pytest.importorskip("sentencepiece")
 
 from piecework import SentencePieceProcessor
 from test_sentencepiece import (
+    ALL_MODELS,
     CORNERS,
     DATA,
-    ALL_MODELS,
     corpus_lines,
     mismatches,
     spm_options,
