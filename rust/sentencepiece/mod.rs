@@ -755,6 +755,12 @@ mod tests {
         sp.encode_with_pieces("a éé b", &mut toks, &mut pieces)
             .unwrap();
         assert_eq!(pieces, vec!["▁a", "▁", "éé", "▁", "b"]);
+        // piece_text gives the same strings from the tokens and the text.
+        let from_toks: Vec<String> = toks
+            .iter()
+            .map(|t| sp.piece_text(t, "a éé b").into_owned())
+            .collect();
+        assert_eq!(from_toks, pieces);
     }
 
     #[test]
