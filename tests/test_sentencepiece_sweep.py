@@ -94,7 +94,7 @@ _WS = [(True, True), (False, False), (True, False), (False, True)]  # dummy, rem
 # Every model type with every normalization rule; the other switches cycle through their
 # values so that each appears with each model type (a full product takes hours to train).
 GRID = [
-    (mt, rule, (i + j) % 2 == 1, _WS[(i + 2 * j) % 4], (i + j) % 3 == 2)
+    (mt, rule, (i + j) % 2 == 1, _WS[(i + 3 * j) % 4], (i + 2 * j) % 3 == 2)
     for i, mt in enumerate(["unigram", "bpe", "word", "char"])
     for j, rule in enumerate(["nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf", "identity"])
 ]
