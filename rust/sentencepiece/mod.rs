@@ -510,6 +510,11 @@ impl SentencePiece {
         self.data.byte_fallback
     }
 
+    /// The normalizer this processor runs (for tools and benchmarks).
+    pub fn normalizer(&self) -> &SpNormalizer {
+        &self.normalizer
+    }
+
     pub fn normalizer_settings(&self) -> &NormalizerSettings {
         &self.data.normalizer
     }
