@@ -105,7 +105,8 @@ class SentencePieceProcessor:
         emit_unk_piece = self._emit_unk_piece if emit_unk_piece is None else emit_unk_piece
         sp = self._core
         if isinstance(input, list):
-            texts = [_text(t) for t in input]
+            # The Rust side takes a list of str as it is; only bytes need decoding first.
+            texts = input if all(type(t) is str for t in input) else [_text(t) for t in input]
             if out_type is int:
                 return sp.encode_ids_batch(texts, add_bos, add_eos, reverse)
             if out_type is str:
