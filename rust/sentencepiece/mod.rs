@@ -323,6 +323,9 @@ impl SentencePiece {
     ) -> Result<()> {
         let n2o = &mut sc.n2o;
         self.normalizer.normalize(text, normalized, n2o)?;
+        if normalized.is_empty() {
+            return Ok(());
+        }
         let pieces = &mut sc.pieces;
         pieces.clear();
         self.segmenter.segment(normalized, pieces)?;
