@@ -487,8 +487,8 @@ fn sp_encode_text(
     type_id: u32,
     word_idx: Option<u32>,
 ) -> Result<Encoding> {
-    let mut toks = Vec::new();
-    sp.encode(text, &mut toks)?;
+    let (mut toks, mut pieces) = (Vec::new(), Vec::new());
+    sp.encode_with_pieces(text, &mut toks, &mut pieces)?;
     // Code point index of every byte boundary (offsets may sit at the very end).
     let mut chars = Vec::with_capacity(text.len() + 1);
     for (i, c) in text.chars().enumerate() {
@@ -497,9 +497,9 @@ fn sp_encode_text(
     chars.push(text.chars().count());
     let at = |b: usize| chars.get(b).copied().unwrap_or(chars.len() - 1);
     let mut enc = Encoding::default();
-    for t in &toks {
+    for (t, piece) in toks.iter().zip(pieces) {
         enc.ids.push(t.id);
-        enc.tokens.push(sp.piece_text(t, text).into_owned());
+        enc.tokens.push(piece);
         enc.offsets.push((at(t.begin), at(t.end)));
         enc.words.push(word_idx);
         enc.type_ids.push(type_id);
