@@ -791,6 +791,41 @@ mod tests {
     }
 
     #[test]
+    fn pending_unk_is_not_flushed_by_byte_fallback() {
+        // The reference keeps an unknown run pending while a later character falls back to
+        // bytes, so the unk comes out after those bytes (offsets are running sums).
+        let v = ["<unk>", "a", "<0xC3>", "<0xA9>"];
+        let m = model(
+            &v,
+            json!([]),
+            json!({"unk_token": "<unk>", "byte_fallback": true}),
+        );
+        // ü = C3 BC has no <0xBC>: unk; é = C3 A9 falls back.
+        assert_eq!(
+            tok(&m, "üéa"),
+            [
+                ("<0xC3>".into(), (0, 1)),
+                ("<0xA9>".into(), (1, 2)),
+                ("<unk>".into(), (2, 4)),
+                ("a".into(), (4, 5))
+            ]
+        );
+        let m = model(
+            &v,
+            json!([]),
+            json!({"unk_token": "<unk>", "byte_fallback": true, "fuse_unk": true}),
+        );
+        assert_eq!(
+            tok(&m, "üüéü"),
+            [
+                ("<0xC3>".into(), (0, 1)),
+                ("<0xA9>".into(), (1, 2)),
+                ("<unk>".into(), (2, 8))
+            ]
+        );
+    }
+
+    #[test]
     fn prefix_and_suffix() {
         let m = model(
             &["a", "##b", "##c", "ab", "##bc"],
