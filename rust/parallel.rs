@@ -1,0 +1,62 @@
+//! The batch thread pool. One pool per process: after `fork` the child finds the parent's pool
+//! (whose threads did not survive) belongs to another pid and builds its own, so batch calls
+//! never hang in a forked worker.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+static NUM_THREADS: AtomicUsize = AtomicUsize::new(0);
+static POOL: Mutex<Option<(u32, usize, Arc<rayon::ThreadPool>)>> = Mutex::new(None);
+
+/// Threads used by batch calls: `set_num_threads`, else `PIECEWORK_NUM_THREADS`, else the
+/// available cores.
+pub fn num_threads() -> usize {
+    let n = NUM_THREADS.load(Ordering::Relaxed);
+    if n > 0 {
+        return n;
+    }
+    std::env::var("PIECEWORK_NUM_THREADS")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Set the thread count (0 restores the default).
+pub fn set_num_threads(n: usize) {
+    NUM_THREADS.store(n, Ordering::Relaxed);
+}
+
+fn pool() -> Option<Arc<rayon::ThreadPool>> {
+    let pid = std::process::id();
+    let want = num_threads();
+    let mut guard = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((p, n, pool)) = guard.as_ref() {
+        if *p == pid && *n == want {
+            return Some(pool.clone());
+        }
+    }
+    let new = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(want)
+            .build()
+            .ok()?,
+    );
+    if let Some((p, _, old)) = guard.replace((pid, want, new.clone())) {
+        if p != pid {
+            // The parent's workers do not exist in this process; dropping their pool would
+            // wait on them, so it is leaked on purpose.
+            std::mem::forget(old);
+        }
+    }
+    Some(new)
+}
+
+/// Run `f` inside this process's pool (a one-thread pool when one thread is asked for, so
+/// rayon's global pool, which does not survive `fork`, is never used).
+pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    match pool() {
+        Some(p) => p.install(f),
+        None => f(),
+    }
+}
