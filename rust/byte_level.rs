@@ -219,10 +219,23 @@ fn field_bool(v: &Value, field: &str, default: Option<bool>) -> Result<bool> {
 }
 
 impl ByteLevel {
-    /// From any tokenizer.json `{"type": "ByteLevel", ...}` object. As in `tokenizers`
-    /// 0.22.1, `add_prefix_space` and `trim_offsets` are required and `use_regex` defaults to
-    /// true (an absent field of the first two fails to load there too).
+    /// From any tokenizer.json `{"type": "ByteLevel", ...}` object; a missing field takes the
+    /// default (true). This suits the ByteLevel *normalizer*, which has no fields.
     pub fn from_json(v: &Value) -> Result<Self> {
+        if !v.is_object() {
+            return Err(Error::invalid("ByteLevel: must be an object"));
+        }
+        Ok(ByteLevel {
+            add_prefix_space: field_bool(v, "add_prefix_space", Some(true))?,
+            trim_offsets: field_bool(v, "trim_offsets", Some(true))?,
+            use_regex: field_bool(v, "use_regex", Some(true))?,
+        })
+    }
+
+    /// The ByteLevel pre-tokenizer / decoder / post-processor as `tokenizers` 0.22.1 reads it:
+    /// `add_prefix_space` and `trim_offsets` are required (the reference fails to load without
+    /// them), `use_regex` defaults to true; null is not a boolean.
+    pub fn from_json_strict(v: &Value) -> Result<Self> {
         if !v.is_object() {
             return Err(Error::invalid("ByteLevel: must be an object"));
         }
@@ -604,13 +617,16 @@ mod tests {
 
     #[test]
     fn from_json_fields() {
-        let b = ByteLevel::from_json(&serde_json::json!({
+        let b = ByteLevel::from_json_strict(&serde_json::json!({
             "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true
         }))
         .unwrap();
         assert!(!b.add_prefix_space && b.trim_offsets && b.use_regex);
-        assert!(ByteLevel::from_json(&serde_json::json!({"type": "ByteLevel"})).is_err());
-        assert!(ByteLevel::from_json(&serde_json::json!({
+        let e = ByteLevel::from_json_strict(&serde_json::json!({"type": "ByteLevel"}));
+        assert!(e.unwrap_err().message.contains("add_prefix_space"));
+        let b = ByteLevel::from_json(&serde_json::json!({"type": "ByteLevel"})).unwrap();
+        assert!(b.add_prefix_space && b.trim_offsets && b.use_regex);
+        assert!(ByteLevel::from_json_strict(&serde_json::json!({
             "add_prefix_space": true, "trim_offsets": true, "use_regex": null
         }))
         .is_err());
