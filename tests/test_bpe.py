@@ -679,3 +679,90 @@ def test_spm_trained_models(tmp_path, variant: str) -> None:
     texts = ADVERSARIAL + ["".join(rnd.choice(alphabet) for _ in range(30)) for _ in range(300)]
     for text in texts:
         _spm_compare(ours, sp, text)
+
+
+# Crafted sentencepiece BPE models: the BPE-NOTES part A minimal cases, each checked against
+# the library on the same model.
+
+_TYPES = {"NORMAL": 1, "UNKNOWN": 2, "CONTROL": 3, "USER_DEFINED": 4, "UNUSED": 5, "BYTE": 6}
+
+
+def _crafted_spm(specs: list[str], chars: str, byte_fallback: bool = False) -> bytes:
+    """A BPE ModelProto from `piece:score[:TYPE]` specs, with `<unk>` first, every character of
+    `chars` as a NORMAL piece scored -100, identity normalization, no dummy prefix."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    m = pb.ModelProto()
+    m.trainer_spec.model_type = pb.TrainerSpec.BPE
+    m.trainer_spec.byte_fallback = byte_fallback
+    m.trainer_spec.unk_id = 0
+    m.trainer_spec.bos_id = -1
+    m.trainer_spec.eos_id = -1
+    m.trainer_spec.pad_id = -1
+    m.normalizer_spec.name = "identity"
+    m.normalizer_spec.add_dummy_prefix = False
+    m.normalizer_spec.remove_extra_whitespaces = False
+    m.normalizer_spec.escape_whitespaces = True
+    seen = set()
+
+    def add(piece: str, score: float, kind: str) -> None:
+        p = m.pieces.add()
+        p.piece, p.score, p.type = piece, score, _TYPES[kind]
+        seen.add(piece)
+
+    add("<unk>", 0.0, "UNKNOWN")
+    for spec in specs:
+        parts = spec.rsplit(":", 2) if spec.count(":") >= 2 else spec.rsplit(":", 1)
+        if len(parts) == 3 and parts[2] in _TYPES:
+            add(parts[0], float(parts[1]), parts[2])
+        else:
+            add(parts[0], float(parts[1]), "NORMAL")
+    for c in chars:
+        if c not in seen:
+            add(c, -100.0, "NORMAL")
+    if byte_fallback:
+        for b in range(256):
+            add(f"<0x{b:02X}>", 0.0, "BYTE")
+    return m.SerializeToString()
+
+
+SPM_CRAFTED = [
+    (["ab:-2", "bc:-1"], "abc", ["abc"]),
+    (["ab:-1", "bc:-2"], "abc", ["abc"]),
+    (["bc:-2", "ab:-1"], "abc", ["abc"]),
+    (["a:5", "b:5", "ab:-1000"], "ab", ["ab"]),
+    (["ab:-1", "bc:-1"], "abc", ["abc"]),
+    (["aa:-1"], "a", ["aaaaa", "a" * 101]),
+    (["aa:-1", "aaa:-1"], "a", ["aaaa", "a" * 50]),
+    (["ab:-1.00000001", "bc:-1.0"], "abc", ["abc"]),
+    (["ab:-1.0000001", "bc:-1.0"], "abc", ["abc"]),
+    (["abc:0"], "abc", ["abc"]),
+    (["ab:-1:CONTROL"], "ab", ["ab"]),
+    (["ab:-1:UNUSED", "abc:-2"], "abcd", ["abc", "abd", "abcabd"]),
+    (["ab:-1:UNUSED", "bc:-2"], "abcx", ["abc", "xbc"]),
+    (["ab:-1", "abc:-2:UNUSED", "abcd:-3"], "abcdx", ["abcd", "abcx", "abcxabcd"]),
+    (["ab:-1", "bc:-1.5", "abc:-2:UNUSED", "abcd:-3"], "abcdx", ["abcabcx", "xbcabc"]),
+    (["ab:0:USER_DEFINED", "abc:10", "bc:5"], "abc", ["abc"]),
+    (["a:0:USER_DEFINED", "ab:0:USER_DEFINED", "abc:0:USER_DEFINED"], "abc", ["abcab"]),
+    (["ab:0:USER_DEFINED", "bcd:0:USER_DEFINED"], "abcdx", ["abcd", "xbcd"]),
+    (["xa:-1", "ab:0:USER_DEFINED"], "xab", ["xab"]),
+    (["é:0:USER_DEFINED"], "ab", ["aéb"]),
+    ([], "ab", ["aééb", "é é", "éé😀a"]),
+    (["▁b:-0.5", "a▁b:-1"], "abx", ["xa b"]),
+    # A character typed CONTROL: unknown in sentencepiece 0.2.3 (0.2.1 failed on it).
+    (["a:0:CONTROL"], "b", ["abb", "aéb", "éa", "aa"]),
+    (["a:0:CONTROL", "ab:-1"], "b", ["abb"]),
+    (["<s>:0:CONTROL", "s:-1"], "<>", ["<s>"]),
+]
+
+
+@pytest.mark.parametrize(
+    "specs,chars,texts", SPM_CRAFTED, ids=[" ".join(c[0]) for c in SPM_CRAFTED]
+)
+@pytest.mark.parametrize("byte_fallback", [False, True])
+def test_spm_crafted(specs: list[str], chars: str, texts: list[str], byte_fallback: bool) -> None:
+    data = _crafted_spm(specs, chars, byte_fallback)
+    sp = spm.SentencePieceProcessor(model_proto=data)
+    ours = _load_spm(data)
+    for text in texts:
+        _spm_compare(ours, sp, text)
