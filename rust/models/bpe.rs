@@ -486,9 +486,12 @@ impl Model for Bpe {
                     (&mut f.0, &mut f.1)
                 }
             };
-            self.merge_word(piece, word, buf, random)?;
-            out.extend(word.iter().map(|(id, s, e)| Token::new(id, s, e)));
-            Ok(())
+            let r = self.merge_word(piece, word, buf, random);
+            if r.is_ok() {
+                out.extend(word.iter().map(|(id, s, e)| Token::new(id, s, e)));
+            }
+            word.trim();
+            r
         })?;
         if !random && piece.len() < CACHE_MAX_WORD {
             if let Some(cache) = &self.cache {

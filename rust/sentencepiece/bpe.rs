@@ -295,7 +295,12 @@ impl Segmenter for SpBpe {
                 Some(s) => s,
                 None => fresh.insert(Scratch::default()),
             };
-            self.segment_with(normalized, out, sc)
+            let r = self.segment_with(normalized, out, sc);
+            sc.word.trim();
+            if sc.out_ids.capacity() > 1 << 16 {
+                sc.out_ids = Vec::new();
+            }
+            r
         })
     }
 }

@@ -45,6 +45,20 @@ impl Word {
         self.skipped.clear();
     }
 
+    /// Release the memory a very long word left behind in this (thread-local) scratch space.
+    pub fn trim(&mut self) {
+        const KEEP: usize = 1 << 16;
+        if self.symbols.capacity() > KEEP {
+            self.symbols = Vec::new();
+        }
+        if self.heap.capacity() > KEEP {
+            self.heap = BinaryHeap::new();
+        }
+        if self.skipped.capacity() > KEEP {
+            self.skipped = Vec::new();
+        }
+    }
+
     pub fn push(&mut self, id: u32, len: u32) {
         let n = self.symbols.len() as u32;
         let prev = match self.symbols.last_mut() {
