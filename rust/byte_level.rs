@@ -250,20 +250,54 @@ impl ByteLevel {
 /// Replace every byte of `n` by its GPT-2 character; the first byte of a character replaces
 /// it (change 0), the following ones are insertions (change 1).
 fn bytes_to_chars(n: &mut NormalizedString) {
+    // Bytes `!`..=`~` map to themselves. A word usually has few other characters (its leading
+    // space), so rewrite only the runs that change, last first so earlier ranges stay valid;
+    // with many runs one pass over the whole string is cheaper.
+    const MAX_RUNS: usize = 4;
+    let keeps = |b: u8| (b'!'..=b'~').contains(&b);
     let s = n.get();
-    // Bytes `!`..=`~` map to themselves: nothing to do.
-    if s.bytes().all(|b| (b'!'..=b'~').contains(&b)) {
+    let mut runs: [(usize, usize); MAX_RUNS] = [(0, 0); MAX_RUNS];
+    let mut count = 0usize;
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() && count <= MAX_RUNS {
+        if keeps(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && !keeps(bytes[i]) {
+            i += 1;
+        }
+        if count < MAX_RUNS {
+            runs[count] = (start, i);
+        }
+        count += 1;
+    }
+    if count == 0 {
         return;
     }
     let table = bytes_char();
-    let mut t: Vec<(char, isize)> = Vec::with_capacity(s.len());
-    for c in s.chars() {
-        let mut buf = [0u8; 4];
-        for (i, b) in c.encode_utf8(&mut buf).bytes().enumerate() {
-            t.push((table[b as usize], isize::from(i > 0)));
+    let mapped = |text: &str| -> Vec<(char, isize)> {
+        let mut t = Vec::with_capacity(text.len());
+        for c in text.chars() {
+            let mut buf = [0u8; 4];
+            for (k, b) in c.encode_utf8(&mut buf).bytes().enumerate() {
+                t.push((table[b as usize], isize::from(k > 0)));
+            }
         }
+        t
+    };
+    if count > MAX_RUNS {
+        let t = mapped(s);
+        n.transform(t, 0);
+        return;
     }
-    n.transform(t, 0);
+    for &(a, b) in runs[..count].iter().rev() {
+        // Runs end at char boundaries: a kept byte is ASCII.
+        let t = mapped(&n.get()[a..b]);
+        n.transform_range(a..b, t, 0);
+    }
 }
 
 /// Trim the leading/trailing whitespace (Ġ) of each token's offsets, as the ByteLevel and
@@ -560,6 +594,35 @@ mod tests {
         assert_eq!(n.get(), "açģ«");
         assert_eq!(n.convert_normalized_range(1..3), Some(1..4));
         assert_eq!(n.convert_normalized_range(3..5), Some(1..4));
+    }
+
+    #[test]
+    fn byte_mapping_by_runs_equals_whole_transform() {
+        // The run-wise rewrite must give exactly the whole-string transform.
+        for text in [
+            " hello",
+            "a b c",
+            "a b c d e f g h",
+            "é",
+            "x\u{3000}y",
+            "  ",
+            "a\nb\tc",
+            "火星 a",
+            "!~",
+            "\u{1F600} x \u{1F600}",
+            "a  b   c    d",
+        ] {
+            let mut fast = NormalizedString::from(text);
+            bytes_to_chars(&mut fast);
+            let mut whole = NormalizedString::from(text);
+            let t: Vec<(char, isize)> = text
+                .bytes()
+                .enumerate()
+                .map(|(i, b)| (byte_to_char(b), isize::from(!text.is_char_boundary(i))))
+                .collect();
+            whole.transform(t, 0);
+            assert_eq!(fast, whole, "{text:?}");
+        }
     }
 
     #[test]

@@ -17,7 +17,8 @@ use std::sync::Mutex;
 /// Words shorter than this (in bytes) are cached, as in the reference.
 const CACHE_MAX_WORD: usize = 256;
 const CACHE_SHARDS: usize = 16;
-const CACHE_PER_SHARD: usize = 10_000 / CACHE_SHARDS;
+/// Bounded: once a shard is full, new words are computed but no longer stored.
+const CACHE_PER_SHARD: usize = 4096;
 
 /// Reverse vocabulary: dense when ids are compact, a map otherwise (ids need not be
 /// contiguous).
@@ -61,7 +62,6 @@ type Shard = Mutex<AHashMap<Box<str>, Box<[(u32, u32)]>>>;
 
 struct Cache {
     shards: Vec<Shard>,
-    hasher: ahash::RandomState,
 }
 
 impl Cache {
@@ -70,11 +70,15 @@ impl Cache {
             shards: (0..CACHE_SHARDS)
                 .map(|_| Mutex::new(AHashMap::new()))
                 .collect(),
-            hasher: ahash::RandomState::new(),
         }
     }
     fn shard(&self, word: &str) -> &Shard {
-        let h = self.hasher.hash_one(word) as usize;
+        // A cheap spread (the map hashes the word again anyway).
+        let b = word.as_bytes();
+        let h = b.len()
+            ^ b.first().map_or(0, |&x| x as usize)
+            ^ (b.last().map_or(0, |&x| x as usize) << 1)
+            ^ b.get(1).map_or(0, |&x| x as usize);
         &self.shards[h % CACHE_SHARDS]
     }
     fn get(&self, word: &str, out: &mut Vec<Token>) -> bool {
