@@ -479,24 +479,29 @@ impl Model for Bpe {
             }
         }
         let start = out.len();
-        SCRATCH.with(|s| -> Result<()> {
-            // A re-entrant call (never expected) gets fresh scratch space instead of a panic.
-            let mut fresh = None;
-            let mut guard = s.try_borrow_mut().ok();
-            let (word, buf) = match guard.as_deref_mut() {
-                Some((w, b)) => (w, b),
-                None => {
-                    let f = fresh.insert((Word::default(), String::new()));
-                    (&mut f.0, &mut f.1)
-                }
-            };
+        let run = |word: &mut Word, buf: &mut String| -> Result<()> {
             let r = self.merge_word(piece, word, buf, random);
             if r.is_ok() {
                 out.extend(word.iter().map(|(id, s, e)| Token::new(id, s, e)));
             }
             word.trim();
             r
-        })?;
+        };
+        // Thread-local scratch space; fresh space when it is unavailable (a re-entrant call,
+        // or a thread being torn down) instead of a panic.
+        let mut run = Some(run);
+        let r = SCRATCH.try_with(|cell| match cell.try_borrow_mut() {
+            Ok(mut sc) => {
+                let (w, b) = &mut *sc;
+                run.take().map(|mut f| f(w, b))
+            }
+            Err(_) => None,
+        });
+        match (r, run) {
+            (Ok(Some(r)), _) => r?,
+            (_, Some(mut f)) => f(&mut Word::default(), &mut String::new())?,
+            (_, None) => return Err(Error::other("BPE: scratch space unavailable")),
+        }
         if !random && piece.len() < CACHE_MAX_WORD {
             if let Some(cache) = &self.cache {
                 cache.set(piece, &out[start..]);

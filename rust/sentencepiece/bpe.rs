@@ -288,20 +288,26 @@ impl Segmenter for SpBpe {
         if u32::try_from(normalized.len()).is_err() {
             return Err(Error::invalid("sentencepiece BPE: input longer than 4 GiB"));
         }
-        SCRATCH.with(|cell| {
-            let mut fresh = None;
-            let mut guard = cell.try_borrow_mut().ok();
-            let sc = match guard.as_deref_mut() {
-                Some(s) => s,
-                None => fresh.insert(Scratch::default()),
-            };
+        let run = |sc: &mut Scratch| {
             let r = self.segment_with(normalized, out, sc);
             sc.word.trim();
             if sc.out_ids.capacity() > 1 << 16 {
                 sc.out_ids = Vec::new();
             }
             r
-        })
+        };
+        // Thread-local scratch space; fresh space when it is unavailable (a re-entrant call,
+        // or a thread being torn down) instead of a panic.
+        let mut run = Some(run);
+        let r = SCRATCH.try_with(|cell| match cell.try_borrow_mut() {
+            Ok(mut sc) => run.take().map(|mut f| f(&mut sc)),
+            Err(_) => None,
+        });
+        match (r, run) {
+            (Ok(Some(r)), _) => r,
+            (_, Some(mut f)) => f(&mut Scratch::default()),
+            (_, None) => Err(Error::other("sentencepiece BPE: scratch space unavailable")),
+        }
     }
 }
 
