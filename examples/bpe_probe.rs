@@ -30,10 +30,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let v: Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;
             let bpe = Bpe::from_json(&v["model"])?;
             let mut toks: Vec<Token> = Vec::new();
+            let mut total = std::time::Duration::ZERO;
             for line in stdin.lock().lines() {
                 let word: String = serde_json::from_str(&line?)?;
                 toks.clear();
-                let r = match bpe.tokenize(&word, &mut toks) {
+                let t = std::time::Instant::now();
+                let r = bpe.tokenize(&word, &mut toks);
+                total += t.elapsed();
+                let r = match r {
                     Ok(()) => json!(toks
                         .iter()
                         .map(|t| json!([t.id, t.offsets.0, t.offsets.1]))
@@ -42,6 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 };
                 writeln!(out, "{r}")?;
             }
+            eprintln!("tokenize total {:.3}s", total.as_secs_f64());
         }
         "sp" => {
             let path = args.get(2).ok_or("missing pieces.json")?;
@@ -71,10 +76,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             )?;
             eprintln!("built in {:?}", t.elapsed());
             let mut ps: Vec<SpPiece> = Vec::new();
+            let mut total = std::time::Duration::ZERO;
             for line in stdin.lock().lines() {
                 let text: String = serde_json::from_str(&line?)?;
                 ps.clear();
-                let r = match m.segment(&text, &mut ps) {
+                let t = std::time::Instant::now();
+                let r = m.segment(&text, &mut ps);
+                total += t.elapsed();
+                let r = match r {
                     Ok(()) => json!(ps
                         .iter()
                         .map(|p| json!([p.id, p.start, p.end]))
@@ -83,6 +92,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 };
                 writeln!(out, "{r}")?;
             }
+            eprintln!("segment total {:.3}s", total.as_secs_f64());
         }
         "bl" => {
             let bl = ByteLevel {
@@ -110,7 +120,55 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 writeln!(out, "{r}")?;
             }
         }
-        _ => return Err("usage: bpe_probe hf|sp|bl ...".into()),
+        "bench" => {
+            // bench <tokenizer.json> <text file>: ByteLevel pre-tokenization, then the model on
+            // each word, timed separately.
+            let path = args.get(2).ok_or("missing tokenizer.json")?;
+            let text = std::fs::read_to_string(args.get(3).ok_or("missing text file")?)?;
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;
+            let bpe = Bpe::from_json(&v["model"])?;
+            let bl = ByteLevel {
+                add_prefix_space: false,
+                trim_offsets: false,
+                use_regex: true,
+            };
+            for round in 0..3 {
+                let t = std::time::Instant::now();
+                let mut pts =
+                    PreTokenizedString::from_splits(vec![
+                        NormalizedString::from(text.as_str()).into()
+                    ]);
+                bl.pre_tokenize(&mut pts)?;
+                let t_pre = t.elapsed();
+                let t = std::time::Instant::now();
+                let mut toks: Vec<Token> = Vec::new();
+                for s in &pts.splits {
+                    bpe.tokenize(s.normalized.get(), &mut toks)?;
+                }
+                let t_model = t.elapsed();
+                let t = std::time::Instant::now();
+                let ns = NormalizedString::from(text.as_str()).split(
+                    &piecework::byte_level::Gpt2Split,
+                    piecework::text::SplitBehavior::Isolated,
+                )?;
+                eprintln!(
+                    "NormalizedString::split alone {:?} ({} pieces)",
+                    t.elapsed(),
+                    ns.len()
+                );
+                let t = std::time::Instant::now();
+                let n = piecework::byte_level::gpt2_split(&text).len();
+                eprintln!(
+                    "round {round}: split only {:?} ({n} pieces), pre-tokenize {:?} ({} words), model {:?} ({} tokens)",
+                    t.elapsed(),
+                    t_pre,
+                    pts.splits.len(),
+                    t_model,
+                    toks.len()
+                );
+            }
+        }
+        _ => return Err("usage: bpe_probe hf|sp|bl|bench ...".into()),
     }
     Ok(())
 }

@@ -219,10 +219,23 @@ fn field_bool(v: &Value, field: &str, default: Option<bool>) -> Result<bool> {
 }
 
 impl ByteLevel {
-    /// From any tokenizer.json `{"type": "ByteLevel", ...}` object. As in `tokenizers`
-    /// 0.22.1, `add_prefix_space` and `trim_offsets` are required and `use_regex` defaults to
-    /// true (an absent field of the first two fails to load there too).
+    /// From any tokenizer.json `{"type": "ByteLevel", ...}` object; a missing field takes the
+    /// default (true). This suits the ByteLevel *normalizer*, which has no fields.
     pub fn from_json(v: &Value) -> Result<Self> {
+        if !v.is_object() {
+            return Err(Error::invalid("ByteLevel: must be an object"));
+        }
+        Ok(ByteLevel {
+            add_prefix_space: field_bool(v, "add_prefix_space", Some(true))?,
+            trim_offsets: field_bool(v, "trim_offsets", Some(true))?,
+            use_regex: field_bool(v, "use_regex", Some(true))?,
+        })
+    }
+
+    /// The ByteLevel pre-tokenizer / decoder / post-processor as `tokenizers` 0.22.1 reads it:
+    /// `add_prefix_space` and `trim_offsets` are required (the reference fails to load without
+    /// them), `use_regex` defaults to true; null is not a boolean.
+    pub fn from_json_strict(v: &Value) -> Result<Self> {
         if !v.is_object() {
             return Err(Error::invalid("ByteLevel: must be an object"));
         }
@@ -237,20 +250,54 @@ impl ByteLevel {
 /// Replace every byte of `n` by its GPT-2 character; the first byte of a character replaces
 /// it (change 0), the following ones are insertions (change 1).
 fn bytes_to_chars(n: &mut NormalizedString) {
+    // Bytes `!`..=`~` map to themselves. A word usually has few other characters (its leading
+    // space), so rewrite only the runs that change, last first so earlier ranges stay valid;
+    // with many runs one pass over the whole string is cheaper.
+    const MAX_RUNS: usize = 4;
+    let keeps = |b: u8| (b'!'..=b'~').contains(&b);
     let s = n.get();
-    // Bytes `!`..=`~` map to themselves: nothing to do.
-    if s.bytes().all(|b| (b'!'..=b'~').contains(&b)) {
+    let mut runs: [(usize, usize); MAX_RUNS] = [(0, 0); MAX_RUNS];
+    let mut count = 0usize;
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() && count <= MAX_RUNS {
+        if keeps(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && !keeps(bytes[i]) {
+            i += 1;
+        }
+        if count < MAX_RUNS {
+            runs[count] = (start, i);
+        }
+        count += 1;
+    }
+    if count == 0 {
         return;
     }
     let table = bytes_char();
-    let mut t: Vec<(char, isize)> = Vec::with_capacity(s.len());
-    for c in s.chars() {
-        let mut buf = [0u8; 4];
-        for (i, b) in c.encode_utf8(&mut buf).bytes().enumerate() {
-            t.push((table[b as usize], isize::from(i > 0)));
+    let mapped = |text: &str| -> Vec<(char, isize)> {
+        let mut t = Vec::with_capacity(text.len());
+        for c in text.chars() {
+            let mut buf = [0u8; 4];
+            for (k, b) in c.encode_utf8(&mut buf).bytes().enumerate() {
+                t.push((table[b as usize], isize::from(k > 0)));
+            }
         }
+        t
+    };
+    if count > MAX_RUNS {
+        let t = mapped(s);
+        n.transform(t, 0);
+        return;
     }
-    n.transform(t, 0);
+    for &(a, b) in runs[..count].iter().rev() {
+        // Runs end at char boundaries: a kept byte is ASCII.
+        let t = mapped(&n.get()[a..b]);
+        n.transform_range(a..b, t, 0);
+    }
 }
 
 /// Trim the leading/trailing whitespace (Ġ) of each token's offsets, as the ByteLevel and
@@ -550,6 +597,35 @@ mod tests {
     }
 
     #[test]
+    fn byte_mapping_by_runs_equals_whole_transform() {
+        // The run-wise rewrite must give exactly the whole-string transform.
+        for text in [
+            " hello",
+            "a b c",
+            "a b c d e f g h",
+            "é",
+            "x\u{3000}y",
+            "  ",
+            "a\nb\tc",
+            "火星 a",
+            "!~",
+            "\u{1F600} x \u{1F600}",
+            "a  b   c    d",
+        ] {
+            let mut fast = NormalizedString::from(text);
+            bytes_to_chars(&mut fast);
+            let mut whole = NormalizedString::from(text);
+            let t: Vec<(char, isize)> = text
+                .bytes()
+                .enumerate()
+                .map(|(i, b)| (byte_to_char(b), isize::from(!text.is_char_boundary(i))))
+                .collect();
+            whole.transform(t, 0);
+            assert_eq!(fast, whole, "{text:?}");
+        }
+    }
+
+    #[test]
     fn decoder() {
         let bl = ByteLevel::default();
         let d = |t: &[&str]| {
@@ -604,13 +680,16 @@ mod tests {
 
     #[test]
     fn from_json_fields() {
-        let b = ByteLevel::from_json(&serde_json::json!({
+        let b = ByteLevel::from_json_strict(&serde_json::json!({
             "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true
         }))
         .unwrap();
         assert!(!b.add_prefix_space && b.trim_offsets && b.use_regex);
-        assert!(ByteLevel::from_json(&serde_json::json!({"type": "ByteLevel"})).is_err());
-        assert!(ByteLevel::from_json(&serde_json::json!({
+        let e = ByteLevel::from_json_strict(&serde_json::json!({"type": "ByteLevel"}));
+        assert!(e.unwrap_err().message.contains("add_prefix_space"));
+        let b = ByteLevel::from_json(&serde_json::json!({"type": "ByteLevel"})).unwrap();
+        assert!(b.add_prefix_space && b.trim_offsets && b.use_regex);
+        assert!(ByteLevel::from_json_strict(&serde_json::json!({
             "add_prefix_space": true, "trim_offsets": true, "use_regex": null
         }))
         .is_err());

@@ -17,7 +17,8 @@ use std::sync::Mutex;
 /// Words shorter than this (in bytes) are cached, as in the reference.
 const CACHE_MAX_WORD: usize = 256;
 const CACHE_SHARDS: usize = 16;
-const CACHE_PER_SHARD: usize = 10_000 / CACHE_SHARDS;
+/// Bounded: once a shard is full, new words are computed but no longer stored.
+const CACHE_PER_SHARD: usize = 4096;
 
 /// Reverse vocabulary: dense when ids are compact, a map otherwise (ids need not be
 /// contiguous).
@@ -61,7 +62,6 @@ type Shard = Mutex<AHashMap<Box<str>, Box<[(u32, u32)]>>>;
 
 struct Cache {
     shards: Vec<Shard>,
-    hasher: ahash::RandomState,
 }
 
 impl Cache {
@@ -70,11 +70,15 @@ impl Cache {
             shards: (0..CACHE_SHARDS)
                 .map(|_| Mutex::new(AHashMap::new()))
                 .collect(),
-            hasher: ahash::RandomState::new(),
         }
     }
     fn shard(&self, word: &str) -> &Shard {
-        let h = self.hasher.hash_one(word) as usize;
+        // A cheap spread (the map hashes the word again anyway).
+        let b = word.as_bytes();
+        let h = b.len()
+            ^ b.first().map_or(0, |&x| x as usize)
+            ^ (b.last().map_or(0, |&x| x as usize) << 1)
+            ^ b.get(1).map_or(0, |&x| x as usize);
         &self.shards[h % CACHE_SHARDS]
     }
     fn get(&self, word: &str, out: &mut Vec<Token>) -> bool {
@@ -475,21 +479,29 @@ impl Model for Bpe {
             }
         }
         let start = out.len();
-        SCRATCH.with(|s| -> Result<()> {
-            // A re-entrant call (never expected) gets fresh scratch space instead of a panic.
-            let mut fresh = None;
-            let mut guard = s.try_borrow_mut().ok();
-            let (word, buf) = match guard.as_deref_mut() {
-                Some((w, b)) => (w, b),
-                None => {
-                    let f = fresh.insert((Word::default(), String::new()));
-                    (&mut f.0, &mut f.1)
-                }
-            };
-            self.merge_word(piece, word, buf, random)?;
-            out.extend(word.iter().map(|(id, s, e)| Token::new(id, s, e)));
-            Ok(())
-        })?;
+        let run = |word: &mut Word, buf: &mut String| -> Result<()> {
+            let r = self.merge_word(piece, word, buf, random);
+            if r.is_ok() {
+                out.extend(word.iter().map(|(id, s, e)| Token::new(id, s, e)));
+            }
+            word.trim();
+            r
+        };
+        // Thread-local scratch space; fresh space when it is unavailable (a re-entrant call,
+        // or a thread being torn down) instead of a panic.
+        let mut run = Some(run);
+        let r = SCRATCH.try_with(|cell| match cell.try_borrow_mut() {
+            Ok(mut sc) => {
+                let (w, b) = &mut *sc;
+                run.take().map(|mut f| f(w, b))
+            }
+            Err(_) => None,
+        });
+        match (r, run) {
+            (Ok(Some(r)), _) => r?,
+            (_, Some(mut f)) => f(&mut Word::default(), &mut String::new())?,
+            (_, None) => return Err(Error::other("BPE: scratch space unavailable")),
+        }
         if !random && piece.len() < CACHE_MAX_WORD {
             if let Some(cache) = &self.cache {
                 cache.set(piece, &out[start..]);
@@ -787,6 +799,41 @@ mod tests {
         assert_eq!(
             strs(&m, "a"),
             ["<0x61>", "<0x3C>", "<0x2F>", "<0x77>", "<0x3E>"]
+        );
+    }
+
+    #[test]
+    fn pending_unk_is_not_flushed_by_byte_fallback() {
+        // The reference keeps an unknown run pending while a later character falls back to
+        // bytes, so the unk comes out after those bytes (offsets are running sums).
+        let v = ["<unk>", "a", "<0xC3>", "<0xA9>"];
+        let m = model(
+            &v,
+            json!([]),
+            json!({"unk_token": "<unk>", "byte_fallback": true}),
+        );
+        // ü = C3 BC has no <0xBC>: unk; é = C3 A9 falls back.
+        assert_eq!(
+            tok(&m, "üéa"),
+            [
+                ("<0xC3>".into(), (0, 1)),
+                ("<0xA9>".into(), (1, 2)),
+                ("<unk>".into(), (2, 4)),
+                ("a".into(), (4, 5))
+            ]
+        );
+        let m = model(
+            &v,
+            json!([]),
+            json!({"unk_token": "<unk>", "byte_fallback": true, "fuse_unk": true}),
+        );
+        assert_eq!(
+            tok(&m, "üüéü"),
+            [
+                ("<0xC3>".into(), (0, 1)),
+                ("<0xA9>".into(), (1, 2)),
+                ("<unk>".into(), (2, 8))
+            ]
         );
     }
 

@@ -288,15 +288,26 @@ impl Segmenter for SpBpe {
         if u32::try_from(normalized.len()).is_err() {
             return Err(Error::invalid("sentencepiece BPE: input longer than 4 GiB"));
         }
-        SCRATCH.with(|cell| {
-            let mut fresh = None;
-            let mut guard = cell.try_borrow_mut().ok();
-            let sc = match guard.as_deref_mut() {
-                Some(s) => s,
-                None => fresh.insert(Scratch::default()),
-            };
-            self.segment_with(normalized, out, sc)
-        })
+        let run = |sc: &mut Scratch| {
+            let r = self.segment_with(normalized, out, sc);
+            sc.word.trim();
+            if sc.out_ids.capacity() > 1 << 16 {
+                sc.out_ids = Vec::new();
+            }
+            r
+        };
+        // Thread-local scratch space; fresh space when it is unavailable (a re-entrant call,
+        // or a thread being torn down) instead of a panic.
+        let mut run = Some(run);
+        let r = SCRATCH.try_with(|cell| match cell.try_borrow_mut() {
+            Ok(mut sc) => run.take().map(|mut f| f(&mut sc)),
+            Err(_) => None,
+        });
+        match (r, run) {
+            (Ok(Some(r)), _) => r,
+            (_, Some(mut f)) => f(&mut Scratch::default()),
+            (_, None) => Err(Error::other("sentencepiece BPE: scratch space unavailable")),
+        }
     }
 }
 
@@ -362,14 +373,15 @@ impl SpBpe {
 
         let mut prev_unk = false;
         for &(id, s, e) in &sc.out_ids {
+            // A symbol whose text is a CONTROL piece (a character typed CONTROL) is unknown in
+            // sentencepiece 0.2.3: unk id, fused with neighbouring unknowns or byte fallback.
+            // (0.2.1 emitted a zero-width control piece and failed; BPE-NOTES describes that.)
+            let id = if self.kind(id) == Some(PieceType::Control) {
+                self.unk_id
+            } else {
+                id
+            };
             match self.kind(id) {
-                Some(PieceType::Control) => {
-                    return Err(Error::invalid(format!(
-                        "sentencepiece BPE: the input character `{}` is the CONTROL piece {id}, \
-                         which sentencepiece cannot encode",
-                        text.get(s..e).unwrap_or("")
-                    )))
-                }
                 _ if id == self.unk_id => {
                     if self.byte_fallback {
                         let piece = text.get(s..e).unwrap_or("");
@@ -638,11 +650,16 @@ mod tests {
     }
 
     #[test]
-    fn control_character_is_an_error() {
+    fn control_character_is_unknown() {
+        // sentencepiece 0.2.3: "a" typed CONTROL is an unknown character.
         let m = model(&["a:0:CONTROL"], "b");
-        let mut out = Vec::new();
-        let e = m.0.segment("abb", &mut out).unwrap_err();
-        assert_eq!(e.kind, crate::error::ErrorKind::InvalidData);
+        assert_eq!(seg(&m, "abb"), ["<unk>[0,1]", "b", "b"]);
+        assert_eq!(seg(&m, "aéb"), ["<unk>[0,3]", "b"]);
+        let m = model_bf(&["a:0:CONTROL"], "b", true);
+        assert_eq!(seg(&m, "ab"), ["<0x61>[0,1]", "b"]);
+        // It still merges when a piece is made of it.
+        let m = model(&["a:0:CONTROL", "ab:-1"], "b");
+        assert_eq!(seg(&m, "abb"), ["ab", "b"]);
     }
 
     #[test]

@@ -25,9 +25,13 @@ pub struct Symbol {
 #[derive(Debug, Default)]
 pub struct Word {
     pub symbols: Vec<Symbol>,
-    heap: BinaryHeap<Reverse<(u64, u32)>>,
-    skipped: Vec<Reverse<(u64, u32)>>,
+    heap: BinaryHeap<Reverse<Entry>>,
+    skipped: Vec<Reverse<Entry>>,
 }
+
+/// A queued candidate: (priority << 32 | position, merged id, byte length of the pair when
+/// queued). Ordering on the first field alone decides; the others ride along.
+type Entry = (u64, u32, u32);
 
 #[inline]
 fn key(rank: u32, pos: u32) -> u64 {
@@ -39,6 +43,20 @@ impl Word {
         self.symbols.clear();
         self.heap.clear();
         self.skipped.clear();
+    }
+
+    /// Release the memory a very long word left behind in this (thread-local) scratch space.
+    pub fn trim(&mut self) {
+        const KEEP: usize = 1 << 16;
+        if self.symbols.capacity() > KEEP {
+            self.symbols = Vec::new();
+        }
+        if self.heap.capacity() > KEEP {
+            self.heap = BinaryHeap::new();
+        }
+        if self.skipped.capacity() > KEEP {
+            self.skipped = Vec::new();
+        }
     }
 
     pub fn push(&mut self, id: u32, len: u32) {
@@ -73,15 +91,18 @@ impl Word {
         S: FnMut() -> bool,
         Q: FnMut(u32, u32, u32),
     {
-        self.heap.clear();
         self.skipped.clear();
+        // Build the initial queue in one go (heapify is linear), reusing the allocation.
+        let mut initial = std::mem::take(&mut self.heap).into_vec();
+        initial.clear();
         for i in 1..self.symbols.len() {
-            let (a, b) = (self.symbols[i - 1].id, self.symbols[i].id);
-            if let Some((rank, new_id)) = lookup(a, b) {
-                queued(new_id, a, b);
-                self.heap.push(Reverse((key(rank, (i - 1) as u32), new_id)));
+            let (l, r) = (self.symbols[i - 1], self.symbols[i]);
+            if let Some((rank, new_id)) = lookup(l.id, r.id) {
+                queued(new_id, l.id, r.id);
+                initial.push(Reverse((key(rank, (i - 1) as u32), new_id, l.len + r.len)));
             }
         }
+        self.heap = BinaryHeap::from(initial);
         while let Some(top) = self.heap.pop() {
             if let Some(skip) = skip.as_mut() {
                 if skip() {
@@ -91,7 +112,7 @@ impl Word {
                 // A merge happens (or is found stale): the skipped candidates come back.
                 self.heap.extend(self.skipped.drain(..));
             }
-            let Reverse((k, new_id)) = top;
+            let Reverse((k, new_id, size)) = top;
             let pos = (k & 0xffff_ffff) as usize;
             let Some(&cur) = self.symbols.get(pos) else {
                 continue;
@@ -103,9 +124,13 @@ impl Word {
             let Some(&right) = self.symbols.get(next_pos) else {
                 continue;
             };
-            match lookup(cur.id, right.id) {
-                Some((_, id)) if id == new_id => {}
-                _ => continue,
+            // Symbols only grow, so an unchanged total length means an unchanged pair: valid
+            // without a lookup. Otherwise apply the reference's test (same merged id).
+            if cur.len + right.len != size {
+                match lookup(cur.id, right.id) {
+                    Some((_, id)) if id == new_id => {}
+                    _ => continue,
+                }
             }
             // Merge `right` into `cur`.
             let merged = Symbol {
@@ -122,13 +147,18 @@ impl Word {
             if let Some(&before) = self.symbols.get(merged.prev as usize) {
                 if let Some((rank, id)) = lookup(before.id, new_id) {
                     queued(id, before.id, new_id);
-                    self.heap.push(Reverse((key(rank, merged.prev), id)));
+                    self.heap.push(Reverse((
+                        key(rank, merged.prev),
+                        id,
+                        before.len + merged.len,
+                    )));
                 }
             }
             if let Some(&after) = self.symbols.get(merged.next as usize) {
                 if let Some((rank, id)) = lookup(new_id, after.id) {
                     queued(id, new_id, after.id);
-                    self.heap.push(Reverse((key(rank, pos as u32), id)));
+                    self.heap
+                        .push(Reverse((key(rank, pos as u32), id, merged.len + after.len)));
                 }
             }
         }
