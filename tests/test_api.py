@@ -615,7 +615,7 @@ def test_from_file_spm_text(tmp_path):
     for text in SPM_TEXTS:
         assert by_detection.encode(text).ids == explicit.encode(text).ids
     with pytest.raises(piecework.TokenizerError):
-        piecework.Tokenizer.from_spm_vocab(path, model_type="word")
+        piecework.Tokenizer.from_spm_vocab(path, model_type="bogus")
 
 
 def test_public_names():
