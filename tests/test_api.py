@@ -644,3 +644,27 @@ def test_type_stubs_match_the_extension():
         check=False,
     )
     assert r.returncode == 0, r.stdout.decode()[-3000:]
+
+
+@functools.cache
+def _default_pair():
+    from piecework.cli import default_tokenizer_path
+
+    path = default_tokenizer_path()
+    return tokenizers.Tokenizer.from_file(path), piecework.Tokenizer.from_file(path)
+
+
+@given(a=corner_text, b=st.one_of(st.none(), corner_text))
+def test_default_tokenizer_corner_text(a, b):
+    """The shipped tokenizer (BERT uncased, truncation 128, padding 128) against the oracle."""
+    theirs, ours = _default_pair()
+    compare_encodings(ours.encode(a, b), theirs.encode(a, b), f"{a!r} / {b!r}")
+    assert ours.decode(ours.encode(a).ids) == theirs.decode(theirs.encode(a).ids)
+
+
+@pytest.mark.parametrize("text", ["hello\x0bhello", "a\x0cb c", "x\x0b", "\x0c\x0bworld"])
+def test_clean_text_drops_vertical_tab_and_form_feed(text):
+    """BertNormalizer(clean_text) removes U+000B and U+000C (category Cc, not tab/LF/CR) before
+    any splitting, so they join the words around them; they are not whitespace there."""
+    theirs, ours = _default_pair()
+    compare_encodings(ours.encode(text), theirs.encode(text), repr(text))
