@@ -9,6 +9,8 @@ import base64
 import copy
 import functools
 import pickle
+import random
+import zlib
 
 import piecework
 import pytest
@@ -668,3 +670,44 @@ def test_clean_text_drops_vertical_tab_and_form_feed(text):
     any splitting, so they join the words around them; they are not whitespace there."""
     theirs, ours = _default_pair()
     compare_encodings(ours.encode(text), theirs.encode(text), repr(text))
+
+
+def _random_corner_texts(seed: int, n: int) -> list:
+    from strategies import COMBINING, CONTROL, FRAGMENTS, WHITESPACE
+
+    rng = random.Random(seed)
+    pool = FRAGMENTS + WHITESPACE + CONTROL + COMBINING
+    out = []
+    for _ in range(n):
+        parts = []
+        for _ in range(rng.randint(0, 12)):
+            if rng.random() < 0.2:
+                parts.append(
+                    chr(rng.choice([rng.randint(0, 0x2FFF), rng.randint(0x3000, 0x10FFFF)]))
+                )
+            else:
+                parts.append(rng.choice(pool))
+        out.append("".join(p for p in parts if not 0xD800 <= ord(p[0]) < 0xE000))
+    return out
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("name", ["default", *sorted(MAKERS)])
+def test_sweep_corner_texts(name):
+    """PIECEWORK_SWEEP=1: 100,000 random corner texts (and 20,000 pairs) per tokenizer."""
+    theirs, ours = _default_pair() if name == "default" else _fixed(name)
+    texts = _random_corner_texts(zlib.crc32(name.encode()), 100_000)
+    bad = []
+    for enc, ref, text in zip(ours.encode_batch(texts), theirs.encode_batch(texts), texts):
+        try:
+            compare_encodings(enc, ref)
+        except AssertionError:
+            bad.append(text)
+    pairs = list(zip(texts[:20_000], texts[20_000:40_000]))
+    for enc, ref, pair in zip(ours.encode_batch(pairs), theirs.encode_batch(pairs), pairs):
+        try:
+            compare_encodings(enc, ref)
+        except AssertionError:
+            bad.append(pair)
+    print(f"{name}: {len(bad)} of {len(texts) + len(pairs)} differ")
+    assert not bad, f"{len(bad)} differ; first: {bad[:5]!r}"
