@@ -404,6 +404,22 @@ mod tests {
     }
 
     #[test]
+    fn shared_id_in_a_file_decodes_to_the_entry_written_last() {
+        // File order, not key order: "y" comes first, "x" last.
+        let v: Value = serde_json::from_str(
+            r#"{"unk_token": "[UNK]", "continuing_subword_prefix": "@@",
+                "max_input_chars_per_word": 100, "vocab": {"y": 5, "x": 5, "[UNK]": 0}}"#,
+        )
+        .unwrap();
+        let m = WordPiece::from_json(&v).unwrap();
+        assert_eq!(m.id_to_token(5), Some("x"));
+        assert_eq!(
+            run(&m, "y").unwrap(),
+            vec![(5, Some("y".to_string()), (0, 1))]
+        );
+    }
+
+    #[test]
     fn shared_unknown_id_carries_its_text() {
         let v = vec![("[UNK]".to_string(), 0), ("<unk>".to_string(), 0)];
         let m = WordPiece::new(v, "[UNK]", "##", 100);
