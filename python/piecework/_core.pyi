@@ -81,6 +81,16 @@ class Tokenizer:
     def from_vocab_txt(
         data: bytes, lowercase: bool | None = None, strip_accents: bool | None = None
     ) -> Tokenizer: ...
+    @staticmethod
+    def from_sentencepiece(data: bytes) -> Tokenizer: ...
+    @staticmethod
+    def from_spm_text(
+        text: str,
+        model_type: str = "bpe",
+        add_dummy_prefix: bool = False,
+        remove_extra_whitespaces: bool = False,
+        byte_fallback: bool = True,
+    ) -> Tokenizer: ...
     def to_str(self, pretty: bool = False) -> str: ...
     def encode(
         self,
