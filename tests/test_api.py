@@ -610,14 +610,41 @@ def test_from_file_sentencepiece(rel):
 
 def test_from_file_spm_text(tmp_path):
     _need("from_spm_text")
+    spm = pytest.importorskip("sentencepiece")
+    # A byte-fallback BPE model: the .spm defaults (bpe, byte_fallback) apply as they are.
+    model = data_path("llama2", "tokenizer.model")
     path = tmp_path / "v.spm"
-    path.write_bytes(_spm_text_from_model(data_path("spm-test", "test_model.model")))
+    path.write_bytes(_spm_text_from_model(model))
     by_detection = piecework.Tokenizer.from_file(path)
     explicit = piecework.Tokenizer.from_spm_vocab(path)
     for text in SPM_TEXTS:
         assert by_detection.encode(text).ids == explicit.encode(text).ids
+    # With the model's own settings the .spm gives what sentencepiece gives (on texts its
+    # normalizer leaves alone).
+    sp = spm.SentencePieceProcessor(model_file=str(model))
+    same = piecework.Tokenizer.from_spm_vocab(path, add_dummy_prefix=True)
+    for text in ["Hello world.", "I saw a girl with a telescope.", "ab", "日本語のテキスト"]:
+        assert same.encode(text).ids == sp.encode(text), text
     with pytest.raises(piecework.TokenizerError):
         piecework.Tokenizer.from_spm_vocab(path, model_type="bogus")
+    # A Unigram model without byte pieces cannot take the byte-fallback default: a clear error.
+    unigram = tmp_path / "u.spm"
+    unigram_model = data_path("spm-test", "test_model.model")
+    unigram.write_bytes(_spm_text_from_model(unigram_model))
+    with pytest.raises(piecework.InvalidDataError):
+        piecework.Tokenizer.from_file(unigram)
+    sp = spm.SentencePieceProcessor(model_file=str(unigram_model))
+    ours = piecework.Tokenizer.from_spm_vocab(
+        unigram,
+        model_type="unigram",
+        add_dummy_prefix=True,
+        remove_extra_whitespaces=True,
+        byte_fallback=False,
+    )
+    for text in ["Hello world.", "I saw a girl with a telescope.", "  two  spaces ", "ab"]:
+        assert ours.encode(text).ids == sp.encode(text), text
+    clone = pickle.loads(pickle.dumps(ours))
+    assert clone.encode("Hello world.").ids == ours.encode("Hello world.").ids
 
 
 def test_public_names():
