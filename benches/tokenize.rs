@@ -17,12 +17,20 @@ use std::time::{Duration, Instant};
 
 /// (bench name, family, path under the data dir) of each tokenizer.json benched.
 const MODELS: &[(&str, &str, &str)] = &[
-    ("bert-base-uncased", "wordpiece", "bert-base-uncased/tokenizer.json"),
+    (
+        "bert-base-uncased",
+        "wordpiece",
+        "bert-base-uncased/tokenizer.json",
+    ),
     ("t5-small", "unigram", "t5-small/tokenizer.json"),
     ("gpt2", "bpe-bytelevel", "gpt2/tokenizer.json"),
     // The pristine Llama 2 tokenizer.json is not in the data set (llama2/ holds a broken one);
     // codellama's has the same SentencePiece-style BPE layout.
-    ("llama2-codellama", "bpe-sentencepiece", "codellama/tokenizer.json"),
+    (
+        "llama2-codellama",
+        "bpe-sentencepiece",
+        "codellama/tokenizer.json",
+    ),
 ];
 
 const MB: usize = 1 << 20;
@@ -32,12 +40,9 @@ fn data_dir() -> Option<PathBuf> {
         return Some(PathBuf::from(d));
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    [
-        root.join("../shared/data"),
-        root.join("../../shared/data"),
-    ]
-    .into_iter()
-    .find(|p| p.is_dir())
+    [root.join("../shared/data"), root.join("../../shared/data")]
+        .into_iter()
+        .find(|p| p.is_dir())
 }
 
 fn read(rel: &str) -> Option<String> {
@@ -110,20 +115,23 @@ fn bench_models(c: &mut Criterion) {
         g.sample_size(10)
             .warm_up_time(Duration::from_millis(500))
             .measurement_time(Duration::from_secs(3));
+        let Some(tok) = load(rel) else {
+            g.finish();
+            continue;
+        };
         if let Some(json) = read(rel) {
             g.throughput(Throughput::Bytes(json.len() as u64));
             g.bench_function("load", |b| {
                 b.iter(|| Tokenizer::from_json_str(black_box(&json)).ok())
             });
         }
-        let Some(tok) = load(rel) else {
-            g.finish();
-            continue;
-        };
         // Stage 1: the full Encoding (tokens, offsets, masks) of a 100 KB document.
         g.throughput(Throughput::Bytes(doc.len() as u64));
         g.bench_function("encode/doc-100KB", |b| {
-            b.iter(|| tok.encode(InputSequence::Raw(black_box(doc)), None, false).ok())
+            b.iter(|| {
+                tok.encode(InputSequence::Raw(black_box(doc)), None, false)
+                    .ok()
+            })
         });
         // Stage 2: ids only, the path without per-token strings.
         let mut out = Vec::with_capacity(doc.len());
@@ -159,7 +167,13 @@ fn bench_models(c: &mut Criterion) {
 
 /// Time one run first; criterion's 10 samples only when a run is short, so that a quadratic
 /// case prints its one-shot time instead of stalling the whole bench.
-fn worst_case_one(c: &mut Criterion, group: &str, name: &str, input: &str, f: &dyn Fn(&str) -> usize) {
+fn worst_case_one(
+    c: &mut Criterion,
+    group: &str,
+    name: &str,
+    input: &str,
+    f: &dyn Fn(&str) -> usize,
+) {
     let t0 = Instant::now();
     let n = f(input);
     let once = t0.elapsed();
