@@ -214,6 +214,20 @@ impl AddedVocabulary {
         v
     }
 
+    /// Whether any added token is matched on normalized text.
+    pub fn has_normalized_tokens(&self) -> bool {
+        self.normalized.ac.is_some()
+    }
+
+    /// The raw text cut at non-normalized added tokens: `(Some(id), range)` for a token,
+    /// `(None, range)` for the text between (the whole text when nothing matches).
+    pub fn raw_segments(&self, text: &str) -> Vec<(Option<u32>, (usize, usize))> {
+        if text.is_empty() {
+            return Vec::new();
+        }
+        self.find_matches(text, &self.raw)
+    }
+
     fn find_matches(&self, s: &str, m: &Matcher) -> Vec<(Option<u32>, (usize, usize))> {
         if s.is_empty() {
             return vec![(None, (0, 0))];

@@ -1,5 +1,13 @@
 //! ByteLevel: the GPT-2 byte↔unicode mapping, used as pre-tokenizer, normalizer, decoder and
-//! post-processor (offset trimming). (stub)
+//! post-processor (offset trimming), with the behaviour of `tokenizers` 0.22.1.
+//!
+//! The pre-tokenizer's GPT-2 regex
+//! `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+` is run by a
+//! hand-written scanner (no regex engine on the hot path) whose character classes come from
+//! tables generated from Oniguruma itself (`byte_level/tables.rs`), so every code point is
+//! classified as the reference classifies it.
+
+mod tables;
 
 use crate::decoders::Decoder;
 use crate::encoding::Encoding;
@@ -7,8 +15,9 @@ use crate::error::{Error, Result};
 use crate::normalizers::Normalizer;
 use crate::pre_tokenizers::PreTokenizer;
 use crate::processors::PostProcessor;
-use crate::text::{NormalizedString, PreTokenizedString};
+use crate::text::{NormalizedString, Pattern, PreTokenizedString, SplitBehavior};
 use serde_json::Value;
+use std::sync::OnceLock;
 
 #[derive(Debug, Clone)]
 pub struct ByteLevel {
@@ -17,38 +26,593 @@ pub struct ByteLevel {
     pub use_regex: bool,
 }
 
-impl ByteLevel {
-    /// From any tokenizer.json `{"type": "ByteLevel", ...}` object (missing fields take the
-    /// reference defaults).
-    pub fn from_json(_v: &Value) -> Result<Self> {
-        Err(Error::unsupported("`ByteLevel` is not implemented yet"))
+impl Default for ByteLevel {
+    fn default() -> Self {
+        ByteLevel {
+            add_prefix_space: true,
+            trim_offsets: true,
+            use_regex: true,
+        }
     }
+}
+
+/// The byte → char table of GPT-2: printable Latin-1 bytes map to themselves, the other 68
+/// bytes to U+0100.. in byte order.
+fn build_bytes_char() -> [char; 256] {
+    let mut table = ['\0'; 256];
+    let printable = |b: u8| matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+    let mut n = 0u32;
+    for b in 0..=255u8 {
+        table[b as usize] = if printable(b) {
+            char::from(b)
+        } else {
+            n += 1;
+            char::from_u32(255 + n).unwrap_or('\0')
+        };
+    }
+    table
+}
+
+fn bytes_char() -> &'static [char; 256] {
+    static T: OnceLock<[char; 256]> = OnceLock::new();
+    T.get_or_init(build_bytes_char)
+}
+
+/// char → byte, for chars below U+0144 (the largest mapped char is U+0143).
+fn char_bytes() -> &'static [Option<u8>; 0x144] {
+    static T: OnceLock<[Option<u8>; 0x144]> = OnceLock::new();
+    T.get_or_init(|| {
+        let mut t = [None; 0x144];
+        for (b, &c) in bytes_char().iter().enumerate() {
+            if let Some(slot) = t.get_mut(c as usize) {
+                *slot = Some(b as u8);
+            }
+        }
+        t
+    })
+}
+
+/// The GPT-2 character of a byte.
+pub fn byte_to_char(b: u8) -> char {
+    bytes_char()[b as usize]
+}
+
+/// The byte a GPT-2 character stands for.
+pub fn char_to_byte(c: char) -> Option<u8> {
+    char_bytes().get(c as usize).copied().flatten()
+}
+
+/// The 256 characters of the byte-level alphabet.
+pub fn alphabet() -> Vec<char> {
+    bytes_char().to_vec()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Letter,
+    Number,
+    Space,
+    Other,
+}
+
+fn in_ranges(table: &[(u32, u32)], cp: u32) -> bool {
+    table
+        .binary_search_by(|&(a, b)| {
+            if b < cp {
+                std::cmp::Ordering::Less
+            } else if a > cp {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
+        .is_ok()
+}
+
+#[inline]
+fn class(c: char) -> Class {
+    if c.is_ascii() {
+        return match c {
+            'a'..='z' | 'A'..='Z' => Class::Letter,
+            '0'..='9' => Class::Number,
+            '\t'..='\r' | ' ' => Class::Space,
+            _ => Class::Other,
+        };
+    }
+    let cp = c as u32;
+    if in_ranges(&tables::LETTER, cp) {
+        Class::Letter
+    } else if in_ranges(&tables::NUMBER, cp) {
+        Class::Number
+    } else if in_ranges(&tables::SPACE, cp) {
+        Class::Space
+    } else {
+        Class::Other
+    }
+}
+
+/// The GPT-2 split, as a `Pattern`: every piece is a match (the regex matches everything).
+pub struct Gpt2Split;
+
+/// The end of the GPT-2 regex match starting at byte `pos` of `s` (`pos < s.len()`).
+fn gpt2_match_end(s: &str, pos: usize) -> usize {
+    let rest = &s[pos..];
+    let mut it = rest.chars();
+    let Some(c) = it.next() else {
+        return s.len();
+    };
+    if c == '\'' {
+        let after = &rest[1..];
+        for k in ["s", "t", "re", "ve", "m", "ll", "d"] {
+            if after.starts_with(k) {
+                return pos + 1 + k.len();
+            }
+        }
+    }
+    // ` ?X+` for X in letters, numbers, others: the optional space is taken when the next
+    // character is of the class.
+    let (body, first) = if c == ' ' {
+        match it.next() {
+            Some(n) if class(n) != Class::Space => (pos + 1, n),
+            _ => (pos, c),
+        }
+    } else {
+        (pos, c)
+    };
+    let k = class(first);
+    if k != Class::Space {
+        let run = s[body..]
+            .char_indices()
+            .find(|&(_, ch)| class(ch) != k)
+            .map_or(s.len(), |(i, _)| body + i);
+        return run;
+    }
+    // Whitespace: `\s+(?!\S)` leaves the last space of a run to the next word, else `\s+`.
+    let mut last_start = pos;
+    let mut end = s.len();
+    for (i, ch) in rest.char_indices() {
+        if class(ch) != Class::Space {
+            end = pos + i;
+            break;
+        }
+        last_start = pos + i;
+    }
+    if end < s.len() && last_start > pos {
+        last_start
+    } else {
+        end
+    }
+}
+
+/// The GPT-2 regex matches of `s`, as byte ranges covering it.
+pub fn gpt2_split(s: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < s.len() {
+        let end = gpt2_match_end(s, pos);
+        out.push((pos, end));
+        pos = end;
+    }
+    out
+}
+
+impl Pattern for Gpt2Split {
+    fn find_matches(&self, inside: &str) -> Result<Vec<((usize, usize), bool)>> {
+        if inside.is_empty() {
+            return Ok(vec![((0, 0), false)]);
+        }
+        Ok(gpt2_split(inside).into_iter().map(|r| (r, true)).collect())
+    }
+}
+
+fn field_bool(v: &Value, field: &str, default: Option<bool>) -> Result<bool> {
+    match (v.get(field), default) {
+        (Some(Value::Bool(b)), _) => Ok(*b),
+        (None, Some(d)) => Ok(d),
+        (None, None) => Err(Error::invalid(format!(
+            "ByteLevel: missing field `{field}`"
+        ))),
+        (Some(_), _) => Err(Error::invalid(format!(
+            "ByteLevel: `{field}` must be a boolean"
+        ))),
+    }
+}
+
+impl ByteLevel {
+    /// From any tokenizer.json `{"type": "ByteLevel", ...}` object. As in `tokenizers`
+    /// 0.22.1, `add_prefix_space` and `trim_offsets` are required and `use_regex` defaults to
+    /// true (an absent field of the first two fails to load there too).
+    pub fn from_json(v: &Value) -> Result<Self> {
+        if !v.is_object() {
+            return Err(Error::invalid("ByteLevel: must be an object"));
+        }
+        Ok(ByteLevel {
+            add_prefix_space: field_bool(v, "add_prefix_space", None)?,
+            trim_offsets: field_bool(v, "trim_offsets", None)?,
+            use_regex: field_bool(v, "use_regex", Some(true))?,
+        })
+    }
+}
+
+/// Replace every byte of `n` by its GPT-2 character; the first byte of a character replaces
+/// it (change 0), the following ones are insertions (change 1).
+fn bytes_to_chars(n: &mut NormalizedString) {
+    let s = n.get();
+    // Bytes `!`..=`~` map to themselves: nothing to do.
+    if s.bytes().all(|b| (b'!'..=b'~').contains(&b)) {
+        return;
+    }
+    let table = bytes_char();
+    let mut t: Vec<(char, isize)> = Vec::with_capacity(s.len());
+    for c in s.chars() {
+        let mut buf = [0u8; 4];
+        for (i, b) in c.encode_utf8(&mut buf).bytes().enumerate() {
+            t.push((table[b as usize], isize::from(i > 0)));
+        }
+    }
+    n.transform(t, 0);
 }
 
 /// Trim the leading/trailing whitespace (Ġ) of each token's offsets, as the ByteLevel and
 /// RobertaProcessing post-processors do when `trim_offsets` is on.
-pub fn process_offsets(_encoding: &mut Encoding, _add_prefix_space: bool) {}
+pub fn process_offsets(encoding: &mut Encoding, add_prefix_space: bool) {
+    let space = byte_to_char(b' ');
+    let is_space = |c: &char| *c == space || c.is_whitespace();
+    for (i, (token, offsets)) in encoding
+        .tokens
+        .iter()
+        .zip(encoding.offsets.iter_mut())
+        .enumerate()
+    {
+        let mut leading = token.chars().take_while(is_space).count();
+        let trailing = token.chars().rev().take_while(is_space).count();
+        if leading > 0 {
+            // The space added by add_prefix_space to the first token belongs to it; more than
+            // one leading space cannot come from there and is trimmed.
+            let is_first = i == 0 || offsets.0 == 0;
+            if is_first && add_prefix_space && leading == 1 {
+                leading = 0;
+            }
+            offsets.0 = (offsets.0 + leading).min(offsets.1);
+        }
+        if trailing > 0 && offsets.1 >= trailing {
+            offsets.1 = (offsets.1 - trailing).max(offsets.0);
+        }
+    }
+}
 
 impl Normalizer for ByteLevel {
-    fn normalize(&self, _n: &mut NormalizedString) -> Result<()> {
-        Err(Error::unsupported("`ByteLevel` is not implemented yet"))
+    fn normalize(&self, n: &mut NormalizedString) -> Result<()> {
+        if !n.is_empty() {
+            bytes_to_chars(n);
+        }
+        Ok(())
     }
 }
+
 impl PreTokenizer for ByteLevel {
-    fn pre_tokenize(&self, _pts: &mut PreTokenizedString) -> Result<()> {
-        Err(Error::unsupported("`ByteLevel` is not implemented yet"))
+    fn pre_tokenize(&self, pts: &mut PreTokenizedString) -> Result<()> {
+        pts.split(|_, mut n| {
+            if self.add_prefix_space && !n.get().starts_with(' ') {
+                n.prepend(" ");
+            }
+            if self.use_regex {
+                n.split(&Gpt2Split, SplitBehavior::Isolated)
+            } else {
+                Ok(vec![n])
+            }
+        })?;
+        pts.normalize(|n| {
+            bytes_to_chars(n);
+            Ok(())
+        })
     }
 }
+
 impl Decoder for ByteLevel {
-    fn decode_chain(&self, _tokens: Vec<String>) -> Result<Vec<String>> {
-        Err(Error::unsupported("`ByteLevel` is not implemented yet"))
+    fn decode_chain(&self, tokens: Vec<String>) -> Result<Vec<String>> {
+        let mut bytes = Vec::with_capacity(tokens.iter().map(String::len).sum());
+        for t in &tokens {
+            let start = bytes.len();
+            let mut all = true;
+            for c in t.chars() {
+                match char_to_byte(c) {
+                    Some(b) => bytes.push(b),
+                    None => {
+                        all = false;
+                        break;
+                    }
+                }
+            }
+            if !all {
+                // A token with any char outside the alphabet is kept as its own UTF-8.
+                bytes.truncate(start);
+                bytes.extend_from_slice(t.as_bytes());
+            }
+        }
+        Ok(vec![String::from_utf8_lossy(&bytes).into_owned()])
     }
 }
+
 impl PostProcessor for ByteLevel {
     fn added_tokens(&self, _is_pair: bool) -> usize {
         0
     }
-    fn process(&self, _e: Encoding, _p: Option<Encoding>, _a: bool) -> Result<Encoding> {
-        Err(Error::unsupported("`ByteLevel` is not implemented yet"))
+    fn process(
+        &self,
+        mut encoding: Encoding,
+        mut pair: Option<Encoding>,
+        add_special_tokens: bool,
+    ) -> Result<Encoding> {
+        if self.trim_offsets {
+            for e in std::iter::once(&mut encoding).chain(pair.as_mut()) {
+                process_offsets(e, self.add_prefix_space);
+                for o in e.overflowing.iter_mut() {
+                    process_offsets(o, self.add_prefix_space);
+                }
+            }
+        }
+        crate::processors::default_process(encoding, pair, add_special_tokens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text::Split;
+
+    const GPT2_RE: &str =
+        r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+
+    fn onig_split(re: &onig::Regex, s: &str) -> Vec<(usize, usize)> {
+        re.find_iter(s).collect()
+    }
+
+    fn onig_class(c: char) -> Class {
+        thread_local! {
+            static RES: [onig::Regex; 3] = [
+                onig::Regex::new(r"\A\p{L}\z").unwrap(),
+                onig::Regex::new(r"\A\p{N}\z").unwrap(),
+                onig::Regex::new(r"\A\s\z").unwrap(),
+            ];
+        }
+        let mut buf = [0u8; 4];
+        let s = c.encode_utf8(&mut buf);
+        RES.with(|r| {
+            if r[0].is_match(s) {
+                Class::Letter
+            } else if r[1].is_match(s) {
+                Class::Number
+            } else if r[2].is_match(s) {
+                Class::Space
+            } else {
+                Class::Other
+            }
+        })
+    }
+
+    #[test]
+    fn classes_agree_with_oniguruma() {
+        // Every code point below U+3100 and both sides of every table boundary; the whole
+        // range with PIECEWORK_SWEEP=1.
+        let sweep = std::env::var("PIECEWORK_SWEEP").is_ok_and(|v| v == "1");
+        let mut cps: Vec<u32> = if sweep {
+            (0..=0x10FFFF).collect()
+        } else {
+            (0..0x3100).collect()
+        };
+        for t in [&tables::LETTER[..], &tables::NUMBER[..], &tables::SPACE[..]] {
+            for &(a, b) in t {
+                cps.extend([a.saturating_sub(1), a, b, b + 1]);
+            }
+        }
+        let mut checked = 0;
+        for cp in cps {
+            if let Some(c) = char::from_u32(cp) {
+                assert_eq!(class(c), onig_class(c), "U+{cp:04X}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 10_000);
+    }
+
+    /// A deterministic generator of awkward strings.
+    fn random_texts(n: usize) -> Vec<String> {
+        let alphabet: Vec<char> = "aZé中 \t\n\r\u{a0}\u{3000}\u{2028}\u{85}'sStTrRevmld1٣²Ⅻ!?.,-_\u{301}😀\u{1F3FB}\u{0}\u{200B}ℌ"
+            .chars()
+            .collect();
+        let mut x: u64 = 0x1234_5678_9abc_def1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        (0..n)
+            .map(|_| {
+                let len = (next() % 24) as usize;
+                (0..len)
+                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn split_agrees_with_the_regex() {
+        let re = onig::Regex::new(GPT2_RE).unwrap();
+        let fixed = [
+            "",
+            "Hello world",
+            "I'M",
+            "it's they're we've I'm you'll he'd",
+            "a   b",
+            " \n\n b",
+            "123456",
+            "   ",
+            "  x",
+            "x  ",
+            "'''s",
+            "a\u{3000}\u{3000}b",
+            " !!! ?",
+            "\t\tx",
+            "Hello<|endoftext|>world",
+            "a \n b",
+            "火星 2024年",
+        ];
+        for s in fixed
+            .iter()
+            .map(|s| s.to_string())
+            .chain(random_texts(20_000))
+        {
+            assert_eq!(gpt2_split(&s), onig_split(&re, &s), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn byte_table() {
+        assert_eq!(byte_to_char(b' '), 'Ġ');
+        assert_eq!(byte_to_char(b'\n'), 'Ċ');
+        assert_eq!(byte_to_char(b'a'), 'a');
+        assert_eq!(byte_to_char(0), 'Ā');
+        assert_eq!(byte_to_char(0xAD), 'Ń');
+        let mut seen = std::collections::HashSet::new();
+        for b in 0..=255u8 {
+            let c = byte_to_char(b);
+            assert!(seen.insert(c));
+            assert_eq!(char_to_byte(c), Some(b));
+        }
+        assert_eq!(char_to_byte('é'), Some(0xE9));
+        assert_eq!(char_to_byte('中'), None);
+    }
+
+    fn pre(bl: &ByteLevel, text: &str) -> Vec<(String, (usize, usize))> {
+        let mut pts =
+            PreTokenizedString::from_splits(vec![Split::from(NormalizedString::from(text))]);
+        bl.pre_tokenize(&mut pts).unwrap();
+        pts.splits
+            .iter()
+            .map(|s| {
+                (
+                    s.normalized.get().to_string(),
+                    s.normalized.offsets_original(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pre_tokenizer() {
+        let bl = ByteLevel {
+            add_prefix_space: false,
+            trim_offsets: false,
+            use_regex: true,
+        };
+        assert_eq!(
+            pre(&bl, "Hello my friend"),
+            [
+                ("Hello".into(), (0, 5)),
+                ("Ġmy".into(), (5, 8)),
+                ("Ġfriend".into(), (8, 15))
+            ]
+        );
+        let got: Vec<String> = pre(&bl, "a   b").into_iter().map(|x| x.0).collect();
+        assert_eq!(got, ["a", "ĠĠ", "Ġb"]);
+        let got: Vec<String> = pre(&bl, "I'M").into_iter().map(|x| x.0).collect();
+        assert_eq!(got, ["I", "'", "M"]);
+        // add_prefix_space: the added space takes the first character's offsets.
+        let bl2 = ByteLevel {
+            add_prefix_space: true,
+            ..bl.clone()
+        };
+        assert_eq!(pre(&bl2, "Hello"), [("ĠHello".into(), (0, 5))]);
+        assert_eq!(pre(&bl2, " Hello"), [("ĠHello".into(), (0, 6))]);
+        // use_regex=false: one word.
+        let bl3 = ByteLevel {
+            use_regex: false,
+            ..bl.clone()
+        };
+        assert_eq!(pre(&bl3, "a b"), [("aĠb".into(), (0, 3))]);
+        // Multi-byte characters: the whole character's span for each of its byte chars.
+        let p = pre(&bl, "é");
+        assert_eq!(p, [("Ã©".into(), (0, 2))]);
+    }
+
+    #[test]
+    fn byte_mapping_alignment() {
+        // First byte replaces (change 0), the next ones are insertions (change 1): each maps
+        // back to the whole character.
+        let mut n = NormalizedString::from("a火");
+        ByteLevel::default().normalize(&mut n).unwrap();
+        assert_eq!(n.get(), "açģ«");
+        assert_eq!(n.convert_normalized_range(1..3), Some(1..4));
+        assert_eq!(n.convert_normalized_range(3..5), Some(1..4));
+    }
+
+    #[test]
+    fn decoder() {
+        let bl = ByteLevel::default();
+        let d = |t: &[&str]| {
+            bl.decode_chain(t.iter().map(|s| s.to_string()).collect())
+                .unwrap()
+                .concat()
+        };
+        assert_eq!(d(&["Hello", "Ġworld"]), "Hello world");
+        assert_eq!(d(&["Ã©"]), "é");
+        // Invalid UTF-8 → U+FFFD (one per maximal invalid sequence, as from_utf8_lossy).
+        assert_eq!(d(&["ç"]), "\u{FFFD}");
+        assert_eq!(d(&["ç«", "a"]), "\u{FFFD}a");
+        // A token with a char outside the alphabet is kept verbatim.
+        assert_eq!(d(&["<s>", "中Ġ"]), "<s>中Ġ");
+    }
+
+    fn enc(tokens: &[&str], offsets: &[(usize, usize)]) -> Encoding {
+        Encoding {
+            tokens: tokens.iter().map(|s| s.to_string()).collect(),
+            offsets: offsets.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn trim_offsets() {
+        // "Hello world" with add_prefix_space=false.
+        let mut e = enc(&["Hello", "Ġworld"], &[(0, 5), (5, 11)]);
+        process_offsets(&mut e, false);
+        assert_eq!(e.offsets, [(0, 5), (6, 11)]);
+        // "a   b".
+        let mut e = enc(&["a", "Ġ", "Ġ", "Ġb"], &[(0, 1), (1, 2), (2, 3), (3, 5)]);
+        process_offsets(&mut e, false);
+        assert_eq!(e.offsets, [(0, 1), (2, 2), (3, 3), (4, 5)]);
+        // "a \n b": newlines count as whitespace only through char::is_whitespace on the
+        // token text, and Ċ is not whitespace.
+        let mut e = enc(&["a", "Ġ", "Ċ", "Ġb"], &[(0, 1), (1, 2), (2, 3), (3, 5)]);
+        process_offsets(&mut e, false);
+        assert_eq!(e.offsets, [(0, 1), (2, 2), (2, 3), (4, 5)]);
+        // add_prefix_space: the first token keeps its single leading space; "  x".
+        let mut e = enc(&["Ġ", "Ġx"], &[(0, 1), (1, 3)]);
+        process_offsets(&mut e, true);
+        assert_eq!(e.offsets, [(0, 0), (2, 3)]);
+        let mut e = enc(&["ĠHello"], &[(0, 5)]);
+        process_offsets(&mut e, true);
+        assert_eq!(e.offsets, [(0, 5)]);
+        // Without it on the post-processor: the H is lost.
+        let mut e = enc(&["ĠHello"], &[(0, 5)]);
+        process_offsets(&mut e, false);
+        assert_eq!(e.offsets, [(1, 5)]);
+    }
+
+    #[test]
+    fn from_json_fields() {
+        let b = ByteLevel::from_json(&serde_json::json!({
+            "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true
+        }))
+        .unwrap();
+        assert!(!b.add_prefix_space && b.trim_offsets && b.use_regex);
+        assert!(ByteLevel::from_json(&serde_json::json!({"type": "ByteLevel"})).is_err());
+        assert!(ByteLevel::from_json(&serde_json::json!({
+            "add_prefix_space": true, "trim_offsets": true, "use_regex": null
+        }))
+        .is_err());
     }
 }

@@ -14,6 +14,7 @@ pub mod charsmap;
 pub mod decoders;
 pub mod encoding;
 pub mod error;
+mod fast;
 pub mod formats;
 pub mod models;
 pub mod normalizers;

@@ -9,7 +9,8 @@ use crate::added_vocabulary::{AddedToken, AddedVocabulary};
 use crate::decoders::Decoder;
 use crate::encoding::{Encoding, PaddingParams, TruncationParams};
 use crate::error::{Error, Result, ResultExt};
-use crate::models::{ModelWrapper, Token};
+use crate::fast::{FastPath, Piece};
+use crate::models::{Model, ModelWrapper, Token};
 use crate::normalizers::Normalizer;
 use crate::pre_tokenizers::PreTokenizer;
 use crate::processors::PostProcessor;
@@ -43,6 +44,7 @@ pub(crate) struct Core {
     post_processor: Option<Box<dyn PostProcessor>>,
     decoder: Option<Box<dyn Decoder>>,
     added: AddedVocabulary,
+    fast: Option<FastPath>,
     /// The document it was read from, written back by `to_json_string`.
     json: Value,
 }
@@ -67,6 +69,18 @@ impl Tokenizer {
         })
     }
 
+    /// A BERT tokenizer from a `vocab.txt`, composed as `BertWordPieceTokenizer` composes it.
+    /// `lowercase: None` guesses the casing from the vocabulary; `strip_accents: None` follows
+    /// `lowercase`.
+    pub fn from_vocab_txt(
+        bytes: &[u8],
+        lowercase: Option<bool>,
+        strip_accents: Option<bool>,
+    ) -> Result<Self> {
+        let v = crate::formats::vocab_txt::bert_tokenizer_json(bytes, lowercase, strip_accents)?;
+        Self::from_json_value(v)
+    }
+
     pub(crate) fn new_core(
         normalizer: Option<Box<dyn Normalizer>>,
         pre_tokenizer: Option<Box<dyn PreTokenizer>>,
@@ -78,6 +92,7 @@ impl Tokenizer {
     ) -> Result<Core> {
         let added = AddedVocabulary::new(added_tokens, model.as_model(), normalizer.as_deref())
             .context("added_tokens")?;
+        let fast = FastPath::detect(&json);
         Ok(Core {
             normalizer,
             pre_tokenizer,
@@ -85,6 +100,7 @@ impl Tokenizer {
             post_processor,
             decoder,
             added,
+            fast,
             json,
         })
     }
@@ -365,7 +381,60 @@ impl Core {
         Ok(pts)
     }
 
+    /// The general pipeline without added tokens, on a piece of text that has none.
+    fn tokenize_plain(&self, text: &str) -> Result<PreTokenizedString> {
+        let mut n = crate::text::NormalizedString::from(text);
+        if let Some(nz) = &self.normalizer {
+            nz.normalize(&mut n)?;
+        }
+        let mut pts = PreTokenizedString::from_splits(vec![crate::text::Split::from(n)]);
+        if let Some(p) = &self.pre_tokenizer {
+            p.pre_tokenize(&mut pts)?;
+        }
+        let model = self.model.as_model();
+        for split in pts.splits.iter_mut().filter(|s| s.tokens.is_none()) {
+            let mut toks: Vec<Token> = Vec::new();
+            model.tokenize(split.normalized.get(), &mut toks)?;
+            split.tokens = Some(toks);
+        }
+        Ok(pts)
+    }
+
+    /// The fast path applies when no added token is matched after normalization.
+    fn fast(&self) -> Option<FastPath> {
+        self.fast.filter(|_| !self.added.has_normalized_tokens())
+    }
+
     fn ids_of_text(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        if let Some(fp) = self.fast() {
+            let model = self.model.as_model();
+            let mut word = String::new();
+            let mut toks: Vec<Token> = Vec::new();
+            for (id, (s, e)) in self.added.raw_segments(text) {
+                if let Some(id) = id {
+                    out.push(id);
+                    continue;
+                }
+                let seg = &text[s..e];
+                fp.for_each_piece(seg, &mut word, |piece, w| {
+                    match piece {
+                        Piece::Word { .. } => {
+                            toks.clear();
+                            model.tokenize(w, &mut toks)?;
+                        }
+                        Piece::Slow { start, end } => {
+                            toks.clear();
+                            for split in self.tokenize_plain(&seg[start..end])?.splits {
+                                toks.extend(split.tokens.unwrap_or_default());
+                            }
+                        }
+                    }
+                    out.extend(toks.iter().map(|t| t.id));
+                    Ok::<(), Error>(())
+                })?;
+            }
+            return Ok(());
+        }
         let pts = self.tokenize(text)?;
         for s in &pts.splits {
             if let Some(toks) = &s.tokens {
@@ -376,39 +445,107 @@ impl Core {
     }
 
     fn encode_text(&self, text: &str, type_id: u32, word_idx: Option<u32>) -> Result<Encoding> {
-        let pts = self.tokenize(text)?;
-        let mut enc = Encoding::default();
-        if pts.splits.is_empty() {
-            return Ok(enc);
-        }
-        let conv = ByteToCharOffsets::new(text);
+        let mut out = EncodingBuilder {
+            enc: Encoding::default(),
+            conv: if text.is_ascii() {
+                None
+            } else {
+                Some(ByteToCharOffsets::new(text))
+            },
+            type_id,
+            word_idx,
+            word: 0,
+        };
         let model = self.model.as_model();
-        for (idx, split) in pts.splits.iter().enumerate() {
-            let n = &split.normalized;
-            let (shift, _) = n.offsets_original();
-            let Some(tokens) = &split.tokens else {
-                continue;
-            };
-            for t in tokens {
-                let mut off = n
-                    .convert_normalized_range(t.offsets.0..t.offsets.1)
-                    .map_or(t.offsets, |r| (shift + r.start, shift + r.end));
-                if let Some(c) = conv.convert(off) {
-                    off = c;
+        if let Some(fp) = self.fast() {
+            let mut word = String::new();
+            let mut toks: Vec<Token> = Vec::new();
+            for (id, (s, e)) in self.added.raw_segments(text) {
+                if let Some(id) = id {
+                    out.push_token(model, &Token::with_value(id, &text[s..e], 0, e - s), s);
+                    out.word += 1;
+                    continue;
                 }
-                let value = match &t.value {
-                    Some(v) => v.to_string(),
-                    None => model.id_to_token(t.id).unwrap_or_default().to_owned(),
-                };
-                enc.ids.push(t.id);
-                enc.tokens.push(value);
-                enc.offsets.push(off);
-                enc.words.push(Some(word_idx.unwrap_or(idx as u32)));
-                enc.type_ids.push(type_id);
-                enc.special_tokens_mask.push(0);
-                enc.attention_mask.push(1);
+                let seg = &text[s..e];
+                fp.for_each_piece(seg, &mut word, |piece, w| {
+                    match piece {
+                        Piece::Word { start } => {
+                            toks.clear();
+                            model.tokenize(w, &mut toks)?;
+                            for t in &toks {
+                                out.push_token(model, t, s + start);
+                            }
+                            out.word += 1;
+                        }
+                        Piece::Slow { start, end } => {
+                            let pts = self.tokenize_plain(&seg[start..end])?;
+                            out.push_splits(model, &pts, s + start);
+                        }
+                    }
+                    Ok::<(), Error>(())
+                })?;
             }
+            return Ok(out.enc);
         }
-        Ok(enc)
+        let pts = self.tokenize(text)?;
+        out.push_splits(model, &pts, 0);
+        Ok(out.enc)
+    }
+}
+
+/// Appends tokens to an `Encoding`, mapping their offsets to code points of the input.
+struct EncodingBuilder {
+    enc: Encoding,
+    /// `None` for ASCII input, where bytes are code points.
+    conv: Option<ByteToCharOffsets>,
+    type_id: u32,
+    word_idx: Option<u32>,
+    /// Index of the current word (pre-token) in the sequence.
+    word: u32,
+}
+
+impl EncodingBuilder {
+    /// `t.offsets` are original bytes relative to `base` (no normalization in between).
+    fn push_token(&mut self, model: &dyn Model, t: &Token, base: usize) {
+        let off = (base + t.offsets.0, base + t.offsets.1);
+        self.push(model, t, off);
+    }
+
+    fn push(&mut self, model: &dyn Model, t: &Token, mut off: (usize, usize)) {
+        if let Some(c) = self.conv.as_ref().and_then(|c| c.convert(off)) {
+            off = c;
+        }
+        let value = match &t.value {
+            Some(v) => v.to_string(),
+            None => model.id_to_token(t.id).unwrap_or_default().to_owned(),
+        };
+        self.enc.ids.push(t.id);
+        self.enc.tokens.push(value);
+        self.enc.offsets.push(off);
+        self.enc
+            .words
+            .push(Some(self.word_idx.unwrap_or(self.word)));
+        self.enc.type_ids.push(self.type_id);
+        self.enc.special_tokens_mask.push(0);
+        self.enc.attention_mask.push(1);
+    }
+
+    /// Every split of `pts`, whose original offsets are relative to `base`.
+    fn push_splits(&mut self, model: &dyn Model, pts: &PreTokenizedString, base: usize) {
+        for split in &pts.splits {
+            let n = &split.normalized;
+            let shift = base + n.offsets_original().0;
+            if let Some(tokens) = &split.tokens {
+                for t in tokens {
+                    let off = n
+                        .convert_normalized_range(t.offsets.0..t.offsets.1)
+                        .map_or((base + t.offsets.0, base + t.offsets.1), |r| {
+                            (shift + r.start, shift + r.end)
+                        });
+                    self.push(model, t, off);
+                }
+            }
+            self.word += 1;
+        }
     }
 }

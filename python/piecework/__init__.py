@@ -1,5 +1,30 @@
-"""piecework: exact, fast tokenizers with a Rust core."""
+"""piecework: exact, fast tokenizers with a Rust core.
 
-from ._core import InvalidDataError, TokenizerError, UnsupportedModelError
+``Tokenizer`` reads a Hugging Face tokenizer.json, a BERT vocab.txt, a SentencePiece .model or a
+.spm text vocabulary and encodes exactly as ``tokenizers`` (or ``sentencepiece``) does.
+"""
 
-__all__ = ["TokenizerError", "InvalidDataError", "UnsupportedModelError"]
+from ._core import (
+    Encoding,
+    InvalidDataError,
+    TokenizerError,
+    UnsupportedModelError,
+    get_num_threads,
+    set_num_threads,
+)
+from .sentencepiece import SentencePieceProcessor
+from .tokenizer import Tokenizer, detect_kind
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Encoding",
+    "InvalidDataError",
+    "SentencePieceProcessor",
+    "Tokenizer",
+    "TokenizerError",
+    "UnsupportedModelError",
+    "detect_kind",
+    "get_num_threads",
+    "set_num_threads",
+]

@@ -6,6 +6,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+pub(crate) mod batch;
 mod sentencepiece;
 mod tokenizer;
 
@@ -37,6 +38,18 @@ pub(crate) fn to_py_err(e: Error) -> PyErr {
     }
 }
 
+/// Threads used by batch calls (0 restores the default: `PIECEWORK_NUM_THREADS`, else all cores).
+#[pyfunction]
+fn set_num_threads(n: usize) {
+    crate::parallel::set_num_threads(n);
+}
+
+/// Threads batch calls use.
+#[pyfunction]
+fn get_num_threads() -> usize {
+    crate::parallel::num_threads()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -46,6 +59,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "UnsupportedModelError",
         py.get_type::<UnsupportedModelError>(),
     )?;
+    m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
+    batch::register(m)?;
     tokenizer::register(m)?;
     sentencepiece::register(m)?;
     Ok(())

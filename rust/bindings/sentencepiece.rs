@@ -1,6 +1,346 @@
-//! (stub)
-use pyo3::prelude::*;
+//! `_core._SentencePiece`: the Rust sentencepiece processor for `piecework.SentencePieceProcessor`.
+//! Every per-text and per-token step runs here (batches in parallel, without the GIL); the
+//! Python class only dispatches on argument shapes.
 
-pub(crate) fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use super::to_py_err;
+use crate::error::Error;
+use crate::sentencepiece::vocab::PieceType;
+use crate::sentencepiece::{ModelType, SentencePiece, SpToken, SpmOptions};
+use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
+use pyo3::types::{PyBytes, PyList};
+use rayon::prelude::*;
+
+#[pyclass(module = "piecework._core", name = "_SentencePiece", frozen)]
+pub struct PySentencePiece {
+    inner: SentencePiece,
+}
+
+fn out_of_range() -> PyErr {
+    PyIndexError::new_err("OUT_OF_RANGE: piece id is out of range.")
+}
+
+/// Encode options shared by the single and batch entry points.
+#[derive(Clone, Copy)]
+struct Extra {
+    bos: Option<u32>,
+    eos: Option<u32>,
+}
+
+impl PySentencePiece {
+    fn check_id(&self, id: i64) -> PyResult<u32> {
+        if id < 0 || id >= self.inner.piece_size() as i64 {
+            return Err(out_of_range());
+        }
+        Ok(id as u32)
+    }
+
+    fn extra(&self, add_bos: bool, add_eos: bool) -> PyResult<Extra> {
+        Ok(Extra {
+            bos: if add_bos {
+                Some(self.inner.bos_id_for_encode().map_err(to_py_err)?)
+            } else {
+                None
+            },
+            eos: if add_eos {
+                Some(self.inner.eos_id_for_encode().map_err(to_py_err)?)
+            } else {
+                None
+            },
+        })
+    }
+
+    fn ids_one(&self, text: &str, ex: Extra) -> Result<Vec<u32>, Error> {
+        let mut out = Vec::new();
+        out.extend(ex.bos);
+        self.inner.encode_ids(text, &mut out)?;
+        out.extend(ex.eos);
+        Ok(out)
+    }
+
+    fn pieces_one(&self, text: &str, ex: Extra) -> Result<Vec<String>, Error> {
+        let mut toks: Vec<SpToken> = Vec::new();
+        let mut pieces = Vec::new();
+        self.inner.encode_with_pieces(text, &mut toks, &mut pieces)?;
+        if ex.bos.is_some() {
+            pieces.insert(0, self.inner.bos_piece().to_string());
+        }
+        if ex.eos.is_some() {
+            pieces.push(self.inner.eos_piece().to_string());
+        }
+        Ok(pieces)
+    }
+
+    fn ids_from(&self, ids: Vec<i64>) -> PyResult<Vec<u32>> {
+        ids.into_iter().map(|i| self.check_id(i)).collect()
+    }
+
+    /// Apply `f` to one id or to each id of a sequence (as sentencepiece's accessors do).
+    fn map_ids<'py, T: IntoPyObject<'py>>(
+        &self,
+        py: Python<'py>,
+        id: &Bound<'py, PyAny>,
+        f: impl Fn(u32) -> T,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if let Ok(i) = id.extract::<i64>() {
+            let v = f(self.check_id(i)?);
+            return v.into_bound_py_any(py);
+        }
+        let ids: Vec<i64> = id
+            .extract()
+            .map_err(|_| PyTypeError::new_err("expected an int or a sequence of ints"))?;
+        let mut out = Vec::with_capacity(ids.len());
+        for i in ids {
+            out.push(f(self.check_id(i)?));
+        }
+        Ok(PyList::new(py, out)?.into_any())
+    }
+}
+
+fn parse_model_type(s: &str) -> PyResult<ModelType> {
+    Ok(match s.to_ascii_lowercase().as_str() {
+        "unigram" => ModelType::Unigram,
+        "bpe" => ModelType::Bpe,
+        "word" => ModelType::Word,
+        "char" => ModelType::Char,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "model_type must be unigram, bpe, word or char, not {s:?}"
+            )))
+        }
+    })
+}
+
+#[pymethods]
+impl PySentencePiece {
+    #[staticmethod]
+    fn from_model_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
+        let inner = py
+            .detach(|| SentencePiece::from_model_bytes(data))
+            .map_err(to_py_err)?;
+        Ok(PySentencePiece { inner })
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (text, model_type = "bpe", add_dummy_prefix = false,
+        remove_extra_whitespaces = false, byte_fallback = true, escape_whitespaces = true,
+        treat_whitespace_as_suffix = false, precompiled_charsmap = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn from_spm_text(
+        py: Python<'_>,
+        text: &str,
+        model_type: &str,
+        add_dummy_prefix: bool,
+        remove_extra_whitespaces: bool,
+        byte_fallback: bool,
+        escape_whitespaces: bool,
+        treat_whitespace_as_suffix: bool,
+        precompiled_charsmap: Option<Vec<u8>>,
+    ) -> PyResult<Self> {
+        let opts = SpmOptions {
+            model_type: parse_model_type(model_type)?,
+            add_dummy_prefix,
+            remove_extra_whitespaces,
+            byte_fallback,
+            escape_whitespaces,
+            treat_whitespace_as_suffix,
+            precompiled_charsmap: precompiled_charsmap.unwrap_or_default(),
+        };
+        let inner = py
+            .detach(|| SentencePiece::from_spm_text(text, &opts))
+            .map_err(to_py_err)?;
+        Ok(PySentencePiece { inner })
+    }
+
+    #[pyo3(signature = (text, add_bos = false, add_eos = false))]
+    fn encode_ids(&self, py: Python<'_>, text: &str, add_bos: bool, add_eos: bool) -> PyResult<Vec<u32>> {
+        let ex = self.extra(add_bos, add_eos)?;
+        py.detach(|| self.ids_one(text, ex)).map_err(to_py_err)
+    }
+
+    #[pyo3(signature = (texts, add_bos = false, add_eos = false))]
+    fn encode_ids_batch(
+        &self,
+        py: Python<'_>,
+        texts: Vec<String>,
+        add_bos: bool,
+        add_eos: bool,
+    ) -> PyResult<Vec<Vec<u32>>> {
+        let ex = self.extra(add_bos, add_eos)?;
+        py.detach(|| {
+            texts
+                .par_iter()
+                .map(|t| self.ids_one(t, ex))
+                .collect::<Result<Vec<_>, Error>>()
+        })
+        .map_err(to_py_err)
+    }
+
+    #[pyo3(signature = (text, add_bos = false, add_eos = false))]
+    fn encode_pieces(
+        &self,
+        py: Python<'_>,
+        text: &str,
+        add_bos: bool,
+        add_eos: bool,
+    ) -> PyResult<Vec<String>> {
+        let ex = self.extra(add_bos, add_eos)?;
+        py.detach(|| self.pieces_one(text, ex)).map_err(to_py_err)
+    }
+
+    #[pyo3(signature = (texts, add_bos = false, add_eos = false))]
+    fn encode_pieces_batch(
+        &self,
+        py: Python<'_>,
+        texts: Vec<String>,
+        add_bos: bool,
+        add_eos: bool,
+    ) -> PyResult<Vec<Vec<String>>> {
+        let ex = self.extra(add_bos, add_eos)?;
+        py.detach(|| {
+            texts
+                .par_iter()
+                .map(|t| self.pieces_one(t, ex))
+                .collect::<Result<Vec<_>, Error>>()
+        })
+        .map_err(to_py_err)
+    }
+
+    /// `(ids, pieces, byte offsets)` as in sentencepiece's serialized `SentencePieceText`.
+    #[allow(clippy::type_complexity)]
+    fn encode_with_offsets(
+        &self,
+        py: Python<'_>,
+        text: &str,
+    ) -> PyResult<(Vec<u32>, Vec<String>, Vec<(usize, usize)>)> {
+        py.detach(|| {
+            let mut toks = Vec::new();
+            let mut pieces = Vec::new();
+            self.inner.encode_with_pieces(text, &mut toks, &mut pieces)?;
+            Ok((
+                toks.iter().map(|t| t.id).collect(),
+                pieces,
+                toks.iter().map(|t| (t.begin, t.end)).collect(),
+            ))
+        })
+        .map_err(to_py_err)
+    }
+
+    fn decode_ids(&self, py: Python<'_>, ids: Vec<i64>) -> PyResult<String> {
+        let ids = self.ids_from(ids)?;
+        py.detach(|| self.inner.decode_ids(&ids)).map_err(to_py_err)
+    }
+
+    fn decode_ids_batch(&self, py: Python<'_>, batch: Vec<Vec<i64>>) -> PyResult<Vec<String>> {
+        let batch: Vec<Vec<u32>> = batch
+            .into_iter()
+            .map(|ids| self.ids_from(ids))
+            .collect::<PyResult<_>>()?;
+        py.detach(|| {
+            batch
+                .par_iter()
+                .map(|ids| self.inner.decode_ids(ids))
+                .collect::<Result<Vec<_>, Error>>()
+        })
+        .map_err(to_py_err)
+    }
+
+    fn decode_pieces(&self, py: Python<'_>, pieces: Vec<String>) -> PyResult<String> {
+        py.detach(|| {
+            let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+            self.inner.decode_pieces(&refs)
+        })
+        .map_err(to_py_err)
+    }
+
+    fn decode_pieces_batch(&self, py: Python<'_>, batch: Vec<Vec<String>>) -> PyResult<Vec<String>> {
+        py.detach(|| {
+            batch
+                .par_iter()
+                .map(|pieces| {
+                    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+                    self.inner.decode_pieces(&refs)
+                })
+                .collect::<Result<Vec<_>, Error>>()
+        })
+        .map_err(to_py_err)
+    }
+
+    fn get_piece_size(&self) -> usize {
+        self.inner.piece_size()
+    }
+
+    fn id_to_piece<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.map_ids(py, id, |i| self.inner.id_to_piece(i).unwrap_or_default().to_string())
+    }
+
+    /// sentencepiece's `PieceToId`: unknown strings give the unknown id.
+    fn piece_to_id<'py>(&self, py: Python<'py>, piece: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        if let Ok(s) = piece.extract::<String>() {
+            return self.inner.piece_to_id_or_unk(&s).into_bound_py_any(py);
+        }
+        let v: Vec<String> = piece
+            .extract()
+            .map_err(|_| PyTypeError::new_err("expected a str or a sequence of str"))?;
+        let ids: Vec<u32> = v.iter().map(|s| self.inner.piece_to_id_or_unk(s)).collect();
+        Ok(PyList::new(py, ids)?.into_any())
+    }
+
+    /// `None` when the piece is not in the vocabulary.
+    fn piece_to_id_opt(&self, piece: &str) -> Option<u32> {
+        self.inner.piece_to_id(piece)
+    }
+
+    fn get_score<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        // sentencepiece returns the f32 score widened to a Python float.
+        self.map_ids(py, id, |i| f64::from(self.inner.score(i).unwrap_or(0.0)))
+    }
+
+    fn is_unknown<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.map_ids(py, id, |i| self.inner.piece_type(i) == Some(PieceType::Unknown))
+    }
+
+    fn is_control<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.map_ids(py, id, |i| self.inner.piece_type(i) == Some(PieceType::Control))
+    }
+
+    fn is_unused<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.map_ids(py, id, |i| self.inner.piece_type(i) == Some(PieceType::Unused))
+    }
+
+    fn is_byte<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.map_ids(py, id, |i| self.inner.piece_type(i) == Some(PieceType::Byte))
+    }
+
+    fn piece_type_of(&self, id: i64) -> PyResult<i32> {
+        let i = self.check_id(id)?;
+        Ok(self.inner.piece_type(i).map(|k| k as i32).unwrap_or(1))
+    }
+
+    fn unk_id(&self) -> i64 {
+        self.inner.unk_id().map_or(-1, i64::from)
+    }
+    fn bos_id(&self) -> i64 {
+        self.inner.bos_id().map_or(-1, i64::from)
+    }
+    fn eos_id(&self) -> i64 {
+        self.inner.eos_id().map_or(-1, i64::from)
+    }
+    fn pad_id(&self) -> i64 {
+        self.inner.pad_id().map_or(-1, i64::from)
+    }
+
+    fn serialized_model_proto<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.to_model_bytes())
+    }
+
+    fn to_spm_text(&self) -> String {
+        self.inner.to_spm_text()
+    }
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PySentencePiece>()?;
     Ok(())
 }

@@ -1,6 +1,605 @@
-//! (stub)
-use pyo3::prelude::*;
+//! `piecework._core.Tokenizer` and `piecework._core.Encoding`.
+//!
+//! The Python object holds an `Arc` snapshot of the immutable Rust [`Tokenizer`]. Reconfiguring
+//! (padding, truncation) builds a new snapshot and swaps it in; the lock is held only to clone
+//! or replace the `Arc`, never while encoding, so any number of threads can encode (with the GIL
+//! released) while another reconfigures, and each call sees one whole configuration.
 
-pub(crate) fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use super::to_py_err;
+use crate::encoding::{
+    Direction, Encoding, PaddingParams, PaddingStrategy, TruncationParams, TruncationStrategy,
+};
+use crate::tokenizer::{InputSequence, Tokenizer};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// Batch work runs in the crate's fork-safe pool.
+pub(crate) use crate::parallel::install as run_in_pool;
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyTokenizer>()?;
+    m.add_class::<PyEncoding>()?;
     Ok(())
+}
+
+/// One input sequence, owned so that it can cross into the GIL-free section.
+enum OwnedSeq {
+    Raw(String),
+    Pre(Vec<String>),
+}
+
+impl OwnedSeq {
+    fn as_input(&self) -> InputSequence<'_> {
+        match self {
+            OwnedSeq::Raw(s) => InputSequence::Raw(s),
+            OwnedSeq::Pre(words) => {
+                InputSequence::PreTokenized(words.iter().map(|w| &**w).collect())
+            }
+        }
+    }
+
+    fn extract(obj: &Bound<'_, PyAny>, is_pretokenized: bool) -> PyResult<OwnedSeq> {
+        if is_pretokenized {
+            Self::extract_pre(obj).ok_or_else(|| {
+                PyTypeError::new_err(
+                    "PreTokenizedInputSequence must be Union[List[str], Tuple[str]]",
+                )
+            })
+        } else {
+            Self::extract_raw(obj)
+                .ok_or_else(|| PyTypeError::new_err("TextInputSequence must be str"))
+        }
+    }
+
+    fn extract_raw(obj: &Bound<'_, PyAny>) -> Option<OwnedSeq> {
+        let s = obj.cast::<PyString>().ok()?;
+        s.to_cow().ok().map(|c| OwnedSeq::Raw(c.into_owned()))
+    }
+
+    /// A list or tuple (or any non-str sequence, e.g. a numpy array) of str.
+    fn extract_pre(obj: &Bound<'_, PyAny>) -> Option<OwnedSeq> {
+        if obj.is_instance_of::<PyString>() {
+            return None;
+        }
+        obj.extract::<Vec<String>>().ok().map(OwnedSeq::Pre)
+    }
+}
+
+type OwnedInput = (OwnedSeq, Option<OwnedSeq>);
+
+/// One item of `encode_batch`: a sequence, or a pair given as a 2-tuple or 2-list.
+fn extract_batch_item(obj: &Bound<'_, PyAny>, is_pretokenized: bool) -> PyResult<OwnedInput> {
+    let single = if is_pretokenized {
+        OwnedSeq::extract_pre(obj)
+    } else {
+        OwnedSeq::extract_raw(obj)
+    };
+    if let Some(s) = single {
+        return Ok((s, None));
+    }
+    let pair: Option<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = if let Ok(t) = obj.cast::<PyTuple>() {
+        if t.len() == 2 {
+            Some((t.get_item(0)?, t.get_item(1)?))
+        } else {
+            None
+        }
+    } else if let Ok(l) = obj.cast::<PyList>() {
+        if l.len() == 2 {
+            Some((l.get_item(0)?, l.get_item(1)?))
+        } else {
+            None
+        }
+    } else {
+        None
+    };
+    let bad = || {
+        PyTypeError::new_err(if is_pretokenized {
+            "PreTokenizedEncodeInput must be Union[PreTokenizedInputSequence, Tuple[PreTokenizedInputSequence, PreTokenizedInputSequence]]"
+        } else {
+            "TextEncodeInput must be Union[TextInputSequence, Tuple[InputSequence, InputSequence]]"
+        })
+    };
+    let (a, b) = pair.ok_or_else(bad)?;
+    let a = OwnedSeq::extract(&a, is_pretokenized).map_err(|_| bad())?;
+    let b = OwnedSeq::extract(&b, is_pretokenized).map_err(|_| bad())?;
+    Ok((a, Some(b)))
+}
+
+fn parse_direction(value: &str) -> PyResult<Direction> {
+    match value {
+        "left" => Ok(Direction::Left),
+        "right" => Ok(Direction::Right),
+        other => Err(super::TokenizerError::new_err(format!(
+            "Unknown `direction`: `{other}`. Use one of `left` or `right`"
+        ))),
+    }
+}
+
+fn direction_str(d: Direction) -> &'static str {
+    match d {
+        Direction::Left => "left",
+        Direction::Right => "right",
+    }
+}
+
+fn strategy_str(s: TruncationStrategy) -> &'static str {
+    match s {
+        TruncationStrategy::LongestFirst => "longest_first",
+        TruncationStrategy::OnlyFirst => "only_first",
+        TruncationStrategy::OnlySecond => "only_second",
+    }
+}
+
+/// A tokenizer (tokenizer.json pipeline). Immutable core; padding and truncation swap snapshots.
+#[pyclass(frozen, module = "piecework._core", name = "Tokenizer")]
+pub struct PyTokenizer {
+    current: RwLock<Arc<Tokenizer>>,
+}
+
+impl PyTokenizer {
+    fn new(tok: Tokenizer) -> Self {
+        PyTokenizer {
+            current: RwLock::new(Arc::new(tok)),
+        }
+    }
+
+    /// The current snapshot; the lock is held only for the `Arc` clone.
+    fn snapshot(&self) -> Arc<Tokenizer> {
+        match self.current.read() {
+            Ok(g) => Arc::clone(&g),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// Build a new configuration from the current one and swap it in. The write lock is held
+    /// across the (cheap) rebuild so that two concurrent reconfigurations never lose an update.
+    fn update(&self, f: impl FnOnce(&Tokenizer) -> crate::Result<Tokenizer>) -> PyResult<()> {
+        let mut guard = match self.current.write() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let next = f(&guard).map_err(to_py_err)?;
+        *guard = Arc::new(next);
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl PyTokenizer {
+    /// Load a tokenizer.json document given as a string.
+    #[staticmethod]
+    fn from_str(py: Python<'_>, json: &Bound<'_, PyString>) -> PyResult<Self> {
+        let json = json.to_cow()?.into_owned();
+        let tok = py
+            .detach(|| Tokenizer::from_json_str(&json))
+            .map_err(to_py_err)?;
+        Ok(Self::new(tok))
+    }
+
+    /// Load a tokenizer.json document given as UTF-8 bytes.
+    #[staticmethod]
+    fn from_buffer(py: Python<'_>, buffer: &[u8]) -> PyResult<Self> {
+        let tok = py
+            .detach(|| {
+                let json = std::str::from_utf8(buffer).map_err(|e| {
+                    crate::Error::invalid(format!("tokenizer.json is not UTF-8: {e}"))
+                })?;
+                Tokenizer::from_json_str(json)
+            })
+            .map_err(to_py_err)?;
+        Ok(Self::new(tok))
+    }
+
+    /// The BERT tokenizer of a vocab.txt (what `tokenizers.BertWordPieceTokenizer` builds).
+    /// `lowercase=None` guesses the casing from the entries; `strip_accents=None` follows it.
+    #[staticmethod]
+    #[pyo3(signature = (data, lowercase = None, strip_accents = None))]
+    fn from_vocab_txt(
+        py: Python<'_>,
+        data: &[u8],
+        lowercase: Option<bool>,
+        strip_accents: Option<bool>,
+    ) -> PyResult<Self> {
+        let tok = py
+            .detach(|| Tokenizer::from_vocab_txt(data, lowercase, strip_accents))
+            .map_err(to_py_err)?;
+        Ok(Self::new(tok))
+    }
+
+    /// Serialize to tokenizer.json (with the current padding and truncation).
+    #[pyo3(signature = (pretty = false))]
+    fn to_str(&self, py: Python<'_>, pretty: bool) -> PyResult<String> {
+        let tok = self.snapshot();
+        py.detach(|| tok.to_json_string(pretty)).map_err(to_py_err)
+    }
+
+    #[pyo3(signature = (sequence, pair = None, is_pretokenized = false, add_special_tokens = true))]
+    fn encode(
+        &self,
+        py: Python<'_>,
+        sequence: &Bound<'_, PyAny>,
+        pair: Option<&Bound<'_, PyAny>>,
+        is_pretokenized: bool,
+        add_special_tokens: bool,
+    ) -> PyResult<PyEncoding> {
+        let first = OwnedSeq::extract(sequence, is_pretokenized)?;
+        let pair = pair
+            .map(|p| OwnedSeq::extract(p, is_pretokenized))
+            .transpose()?;
+        let tok = self.snapshot();
+        let enc = py
+            .detach(|| {
+                tok.encode(
+                    first.as_input(),
+                    pair.as_ref().map(|p| p.as_input()),
+                    add_special_tokens,
+                )
+            })
+            .map_err(to_py_err)?;
+        Ok(PyEncoding { inner: enc })
+    }
+
+    /// Many inputs at once, in parallel; each item is a sequence or a (first, pair) 2-tuple.
+    #[pyo3(signature = (input, is_pretokenized = false, add_special_tokens = true))]
+    fn encode_batch(
+        &self,
+        py: Python<'_>,
+        input: &Bound<'_, PyAny>,
+        is_pretokenized: bool,
+        add_special_tokens: bool,
+    ) -> PyResult<Vec<PyEncoding>> {
+        if input.is_instance_of::<PyString>() {
+            return Err(PyTypeError::new_err(
+                "encode_batch expects a list of inputs, not a str",
+            ));
+        }
+        let mut owned: Vec<OwnedInput> = Vec::with_capacity(input.len().unwrap_or(0));
+        for item in input.try_iter()? {
+            owned.push(extract_batch_item(&item?, is_pretokenized)?);
+        }
+        let tok = self.snapshot();
+        let encodings = py
+            .detach(|| {
+                let inputs: Vec<(InputSequence<'_>, Option<InputSequence<'_>>)> = owned
+                    .iter()
+                    .map(|(a, b)| (a.as_input(), b.as_ref().map(|b| b.as_input())))
+                    .collect();
+                run_in_pool(|| tok.encode_batch(&inputs, add_special_tokens))
+            })
+            .map_err(to_py_err)?;
+        Ok(encodings
+            .into_iter()
+            .map(|inner| PyEncoding { inner })
+            .collect())
+    }
+
+    /// Only the ids of one text, without padding: the fast path.
+    #[pyo3(signature = (text, add_special_tokens = true))]
+    fn encode_ids(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyString>,
+        add_special_tokens: bool,
+    ) -> PyResult<Vec<u32>> {
+        let text = text.to_cow()?.into_owned();
+        let tok = self.snapshot();
+        py.detach(|| {
+            let mut out = Vec::new();
+            tok.encode_ids(&text, add_special_tokens, &mut out)
+                .map(|()| out)
+        })
+        .map_err(to_py_err)
+    }
+
+    #[pyo3(signature = (ids, skip_special_tokens = true))]
+    fn decode(&self, py: Python<'_>, ids: Vec<u32>, skip_special_tokens: bool) -> PyResult<String> {
+        let tok = self.snapshot();
+        py.detach(|| tok.decode(&ids, skip_special_tokens))
+            .map_err(to_py_err)
+    }
+
+    #[pyo3(signature = (sequences, skip_special_tokens = true))]
+    fn decode_batch(
+        &self,
+        py: Python<'_>,
+        sequences: Vec<Vec<u32>>,
+        skip_special_tokens: bool,
+    ) -> PyResult<Vec<String>> {
+        let tok = self.snapshot();
+        py.detach(|| {
+            run_in_pool(|| {
+                sequences
+                    .par_iter()
+                    .map(|ids| tok.decode(ids, skip_special_tokens))
+                    .collect::<crate::Result<Vec<String>>>()
+            })
+        })
+        .map_err(to_py_err)
+    }
+
+    fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.snapshot().token_to_id(token)
+    }
+
+    fn id_to_token(&self, id: u32) -> Option<String> {
+        self.snapshot().id_to_token(id)
+    }
+
+    #[pyo3(signature = (with_added_tokens = true))]
+    fn get_vocab(&self, with_added_tokens: bool) -> HashMap<String, u32> {
+        self.snapshot().get_vocab(with_added_tokens)
+    }
+
+    #[pyo3(signature = (with_added_tokens = true))]
+    fn get_vocab_size(&self, with_added_tokens: bool) -> usize {
+        self.snapshot().get_vocab_size(with_added_tokens)
+    }
+
+    #[pyo3(signature = (direction = "right", pad_id = 0, pad_type_id = 0, pad_token = "[PAD]", length = None, pad_to_multiple_of = None))]
+    fn enable_padding(
+        &self,
+        direction: &str,
+        pad_id: u32,
+        pad_type_id: u32,
+        pad_token: &str,
+        length: Option<usize>,
+        pad_to_multiple_of: Option<usize>,
+    ) -> PyResult<()> {
+        let params = PaddingParams {
+            strategy: match length {
+                Some(n) => PaddingStrategy::Fixed(n),
+                None => PaddingStrategy::BatchLongest,
+            },
+            direction: parse_direction(direction)?,
+            // Kept as given, 0 included (the reference reports it back and pads as if absent).
+            pad_to_multiple_of,
+            pad_id,
+            pad_type_id,
+            pad_token: pad_token.to_owned(),
+        };
+        self.update(|t| Ok(t.with_padding(Some(params))))
+    }
+
+    fn no_padding(&self) -> PyResult<()> {
+        self.update(|t| Ok(t.with_padding(None)))
+    }
+
+    #[getter]
+    fn padding<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let tok = self.snapshot();
+        let Some(p) = tok.padding() else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item(
+            "length",
+            match p.strategy {
+                PaddingStrategy::BatchLongest => None,
+                PaddingStrategy::Fixed(n) => Some(n),
+            },
+        )?;
+        d.set_item("pad_to_multiple_of", p.pad_to_multiple_of)?;
+        d.set_item("pad_id", p.pad_id)?;
+        d.set_item("pad_token", &p.pad_token)?;
+        d.set_item("pad_type_id", p.pad_type_id)?;
+        d.set_item("direction", direction_str(p.direction))?;
+        Ok(Some(d))
+    }
+
+    #[pyo3(signature = (max_length, stride = 0, strategy = "longest_first", direction = "right"))]
+    fn enable_truncation(
+        &self,
+        max_length: usize,
+        stride: usize,
+        strategy: &str,
+        direction: &str,
+    ) -> PyResult<()> {
+        let strategy = match strategy {
+            "longest_first" => TruncationStrategy::LongestFirst,
+            "only_first" => TruncationStrategy::OnlyFirst,
+            "only_second" => TruncationStrategy::OnlySecond,
+            other => {
+                return Err(super::TokenizerError::new_err(format!(
+                    "Unknown `strategy`: `{other}`. Use one of `longest_first`, `only_first`, or `only_second`"
+                )))
+            }
+        };
+        let direction = match direction {
+            "left" => Direction::Left,
+            "right" => Direction::Right,
+            other => {
+                return Err(super::TokenizerError::new_err(format!(
+                    "Unknown `direction`: `{other}`. Use one of `left` or `right`."
+                )))
+            }
+        };
+        let params = TruncationParams {
+            direction,
+            max_length,
+            strategy,
+            stride,
+        };
+        self.update(|t| t.with_truncation(Some(params)))
+    }
+
+    fn no_truncation(&self) -> PyResult<()> {
+        self.update(|t| t.with_truncation(None))
+    }
+
+    #[getter]
+    fn truncation<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let tok = self.snapshot();
+        let Some(t) = tok.truncation() else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("max_length", t.max_length)?;
+        d.set_item("stride", t.stride)?;
+        d.set_item("strategy", strategy_str(t.strategy))?;
+        d.set_item("direction", direction_str(t.direction))?;
+        Ok(Some(d))
+    }
+
+    /// A new, independent object with the same configuration (the core is shared: it is
+    /// immutable).
+    fn copy(&self) -> Self {
+        Self {
+            current: RwLock::new(self.snapshot()),
+        }
+    }
+}
+
+/// The result of encoding one input: the fields are turned into Python lists on access.
+/// Mutable like the reference's (`pad`, `truncate`, `set_sequence_id` change it in place).
+#[pyclass(module = "piecework._core", name = "Encoding")]
+pub struct PyEncoding {
+    inner: Encoding,
+}
+
+#[pymethods]
+impl PyEncoding {
+    #[getter]
+    fn ids(&self) -> Vec<u32> {
+        self.inner.ids.clone()
+    }
+    #[getter]
+    fn type_ids(&self) -> Vec<u32> {
+        self.inner.type_ids.clone()
+    }
+    #[getter]
+    fn tokens(&self) -> Vec<String> {
+        self.inner.tokens.clone()
+    }
+    #[getter]
+    fn offsets(&self) -> Vec<(usize, usize)> {
+        self.inner.offsets.clone()
+    }
+    #[getter]
+    fn attention_mask(&self) -> Vec<u32> {
+        self.inner.attention_mask.clone()
+    }
+    #[getter]
+    fn special_tokens_mask(&self) -> Vec<u32> {
+        self.inner.special_tokens_mask.clone()
+    }
+    #[getter]
+    fn word_ids(&self) -> Vec<Option<u32>> {
+        self.inner.words.clone()
+    }
+    /// Deprecated alias of `word_ids`, as in the reference.
+    #[getter]
+    fn words(&self) -> Vec<Option<u32>> {
+        self.inner.words.clone()
+    }
+    #[getter]
+    fn sequence_ids(&self) -> Vec<Option<usize>> {
+        self.inner.sequence_ids()
+    }
+    #[getter]
+    fn n_sequences(&self) -> usize {
+        self.inner.n_sequences()
+    }
+    #[getter]
+    fn overflowing(&self) -> Vec<PyEncoding> {
+        self.inner
+            .overflowing
+            .iter()
+            .map(|e| PyEncoding { inner: e.clone() })
+            .collect()
+    }
+
+    /// Merge encodings left to right into a new one.
+    #[staticmethod]
+    #[pyo3(signature = (encodings, growing_offsets = true))]
+    fn merge(encodings: Vec<PyRef<'_, PyEncoding>>, growing_offsets: bool) -> PyEncoding {
+        PyEncoding {
+            inner: Encoding::merge(encodings.iter().map(|e| e.inner.clone()), growing_offsets),
+        }
+    }
+
+    fn set_sequence_id(&mut self, sequence_id: usize) {
+        self.inner.set_sequence_id(sequence_id);
+    }
+
+    /// The tokens `(start, end)` of a word of one sequence.
+    #[pyo3(signature = (word_index, sequence_index = 0))]
+    fn word_to_tokens(&self, word_index: u32, sequence_index: usize) -> Option<(usize, usize)> {
+        self.inner.word_to_tokens(word_index, sequence_index)
+    }
+
+    /// The character span of a word of one sequence.
+    #[pyo3(signature = (word_index, sequence_index = 0))]
+    fn word_to_chars(&self, word_index: u32, sequence_index: usize) -> Option<(usize, usize)> {
+        self.inner.word_to_chars(word_index, sequence_index)
+    }
+
+    fn token_to_sequence(&self, token_index: usize) -> Option<usize> {
+        self.inner.token_to_sequence(token_index)
+    }
+
+    fn token_to_chars(&self, token_index: usize) -> Option<(usize, usize)> {
+        self.inner.token_to_chars(token_index).map(|(_, o)| o)
+    }
+
+    fn token_to_word(&self, token_index: usize) -> Option<u32> {
+        self.inner.token_to_word(token_index).map(|(_, w)| w)
+    }
+
+    #[pyo3(signature = (char_pos, sequence_index = 0))]
+    fn char_to_token(&self, char_pos: usize, sequence_index: usize) -> Option<usize> {
+        self.inner.char_to_token(char_pos, sequence_index)
+    }
+
+    #[pyo3(signature = (char_pos, sequence_index = 0))]
+    fn char_to_word(&self, char_pos: usize, sequence_index: usize) -> Option<u32> {
+        self.inner.char_to_word(char_pos, sequence_index)
+    }
+
+    /// Pad in place to `length` tokens (overflowing parts too).
+    #[pyo3(signature = (length, direction = "right", pad_id = 0, pad_type_id = 0, pad_token = "[PAD]"))]
+    fn pad(
+        &mut self,
+        length: usize,
+        direction: &str,
+        pad_id: u32,
+        pad_type_id: u32,
+        pad_token: &str,
+    ) -> PyResult<()> {
+        let direction = parse_direction(direction)?;
+        self.inner
+            .pad(length, pad_id, pad_type_id, pad_token, direction);
+        Ok(())
+    }
+
+    /// Truncate in place to `max_length` tokens; the rest goes to `overflowing`.
+    #[pyo3(signature = (max_length, stride = 0, direction = "right"))]
+    fn truncate(&mut self, max_length: usize, stride: usize, direction: &str) -> PyResult<()> {
+        let direction = match direction {
+            "left" => Direction::Left,
+            "right" => Direction::Right,
+            other => {
+                return Err(super::TokenizerError::new_err(format!(
+                    "Invalid truncation direction value : {other}"
+                )))
+            }
+        };
+        self.inner
+            .truncate(max_length, stride, direction)
+            .map_err(to_py_err)
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.ids.len()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Encoding(num_tokens={}, attributes=[ids, type_ids, tokens, offsets, \
+             attention_mask, special_tokens_mask, overflowing])",
+            self.inner.ids.len()
+        )
+    }
 }

@@ -1,33 +1,846 @@
-//! Bpe model (stub: filled in by its implementation).
+//! The tokenizer.json BPE model, with the behaviour of `tokenizers` 0.22.1 (see
+//! `spec/BPE-NOTES.md` part B): merges ranked by their position in `merges`, leftmost first on
+//! equal rank, one merge at a time; continuing_subword_prefix / end_of_word_suffix decoration;
+//! unk (optionally fused), byte fallback, ignore_merges and dropout.
+
+pub mod engine;
 
 use super::{Model, Token};
 use crate::error::{Error, Result};
+use ahash::AHashMap;
+use engine::Word;
 use serde_json::Value;
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Mutex;
 
-pub struct Bpe {}
+/// Words shorter than this (in bytes) are cached, as in the reference.
+const CACHE_MAX_WORD: usize = 256;
+const CACHE_SHARDS: usize = 16;
+const CACHE_PER_SHARD: usize = 10_000 / CACHE_SHARDS;
+
+/// Reverse vocabulary: dense when ids are compact, a map otherwise (ids need not be
+/// contiguous).
+enum IdToToken {
+    Dense(Vec<Option<Box<str>>>),
+    Sparse(AHashMap<u32, Box<str>>),
+}
+
+impl IdToToken {
+    fn build(vocab: &AHashMap<String, u32>) -> Self {
+        let max = vocab.values().copied().max().unwrap_or(0) as usize;
+        // Several tokens may share an id; keep the smallest string so the choice is stable.
+        let mut pairs: Vec<(&String, u32)> = vocab.iter().map(|(k, &v)| (k, v)).collect();
+        pairs.sort_unstable_by(|a, b| b.0.cmp(a.0));
+        if max <= vocab.len().saturating_mul(2) + 1024 {
+            let mut v: Vec<Option<Box<str>>> = vec![None; max + 1];
+            for (k, id) in pairs {
+                v[id as usize] = Some(k.as_str().into());
+            }
+            IdToToken::Dense(v)
+        } else {
+            IdToToken::Sparse(
+                pairs
+                    .into_iter()
+                    .map(|(k, id)| (id, k.as_str().into()))
+                    .collect(),
+            )
+        }
+    }
+    fn get(&self, id: u32) -> Option<&str> {
+        match self {
+            IdToToken::Dense(v) => v.get(id as usize).and_then(|x| x.as_deref()),
+            IdToToken::Sparse(m) => m.get(&id).map(|x| &**x),
+        }
+    }
+}
+
+/// A bounded cache of merged words. Sharded, and `try_lock` only: under contention a thread
+/// simply recomputes instead of waiting.
+type Shard = Mutex<AHashMap<Box<str>, Box<[(u32, u32)]>>>;
+
+struct Cache {
+    shards: Vec<Shard>,
+    hasher: ahash::RandomState,
+}
+
+impl Cache {
+    fn new() -> Self {
+        Cache {
+            shards: (0..CACHE_SHARDS)
+                .map(|_| Mutex::new(AHashMap::new()))
+                .collect(),
+            hasher: ahash::RandomState::new(),
+        }
+    }
+    fn shard(&self, word: &str) -> &Shard {
+        let h = self.hasher.hash_one(word) as usize;
+        &self.shards[h % CACHE_SHARDS]
+    }
+    fn get(&self, word: &str, out: &mut Vec<Token>) -> bool {
+        let Ok(map) = self.shard(word).try_lock() else {
+            return false;
+        };
+        let Some(hit) = map.get(word) else {
+            return false;
+        };
+        let mut pos = 0usize;
+        for &(id, len) in hit.iter() {
+            out.push(Token::new(id, pos, pos + len as usize));
+            pos += len as usize;
+        }
+        true
+    }
+    fn set(&self, word: &str, tokens: &[Token]) {
+        let Ok(mut map) = self.shard(word).try_lock() else {
+            return;
+        };
+        if map.len() >= CACHE_PER_SHARD {
+            return;
+        }
+        let v: Box<[(u32, u32)]> = tokens
+            .iter()
+            .map(|t| (t.id, (t.offsets.1 - t.offsets.0) as u32))
+            .collect();
+        map.insert(word.into(), v);
+    }
+}
+
+pub struct Bpe {
+    vocab: AHashMap<String, u32>,
+    vocab_r: IdToToken,
+    /// (left id, right id) packed in a u64 → (rank, merged id).
+    merges: AHashMap<u64, (u32, u32)>,
+    /// Ordered (left, right) merge strings, as loaded (for serialization by others).
+    merge_list: Vec<(String, String)>,
+    unk_token: Option<String>,
+    continuing_subword_prefix: Option<String>,
+    end_of_word_suffix: Option<String>,
+    fuse_unk: bool,
+    byte_fallback: bool,
+    ignore_merges: bool,
+    dropout: Option<f32>,
+    /// Id of `<0xXX>` for each byte, when present.
+    byte_ids: Box<[Option<u32>; 256]>,
+    cache: Option<Cache>,
+}
+
+#[inline]
+fn pair_key(a: u32, b: u32) -> u64 {
+    (u64::from(a) << 32) | u64::from(b)
+}
+
+thread_local! {
+    static SCRATCH: RefCell<(Word, String)> = RefCell::new((Word::default(), String::new()));
+}
+
+/// A small xorshift generator for BPE dropout (no dependency needed; quality is ample for
+/// skipping merges at random).
+fn random_f32() -> f32 {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEED: AtomicU64 = AtomicU64::new(0x9E37_79B9_7F4A_7C15);
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0);
+            (SEED.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed) ^ t) | 1
+        });
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        // 24 random bits → [0, 1).
+        (x >> 40) as f32 / (1u64 << 24) as f32
+    })
+}
+
+fn opt_string(m: &serde_json::Map<String, Value>, field: &str) -> Result<Option<String>> {
+    match m.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(Error::invalid(format!(
+            "BPE model: `{field}` must be a string or null"
+        ))),
+    }
+}
+
+fn opt_bool(m: &serde_json::Map<String, Value>, field: &str) -> Result<bool> {
+    match m.get(field) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(Error::invalid(format!(
+            "BPE model: `{field}` must be a boolean or null"
+        ))),
+    }
+}
+
+/// The `merges` field: a list of `"a b"` strings or a list of `["a", "b"]` pairs, not a mix.
+fn parse_merges(v: &Value) -> Result<Vec<(String, String)>> {
+    let list = v
+        .as_array()
+        .ok_or_else(|| Error::invalid("BPE model: `merges` must be a list"))?;
+    let as_pairs: Option<Vec<(String, String)>> = list
+        .iter()
+        .map(|m| match m.as_array().map(Vec::as_slice) {
+            Some([Value::String(a), Value::String(b)]) => Some((a.clone(), b.clone())),
+            _ => None,
+        })
+        .collect();
+    if let Some(p) = as_pairs {
+        return Ok(p);
+    }
+    let strings: Option<Vec<&str>> = list.iter().map(Value::as_str).collect();
+    let Some(strings) = strings else {
+        return Err(Error::invalid(
+            "BPE model: `merges` must be all \"a b\" strings or all [a, b] pairs",
+        ));
+    };
+    let mut out = Vec::with_capacity(strings.len());
+    for (rank, line) in strings
+        .into_iter()
+        .filter(|l| !l.starts_with("#version"))
+        .enumerate()
+    {
+        let mut parts = line.split(' ');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(a), Some(b), None) => out.push((a.to_owned(), b.to_owned())),
+            _ => {
+                return Err(Error::invalid(format!(
+                    "BPE model: `merges`: Merges text file invalid at line {}",
+                    rank + 1
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
 
 impl Bpe {
     /// Build from the tokenizer.json `model` object.
-    pub fn from_json(_v: &Value) -> Result<Self> {
-        Err(Error::unsupported("model Bpe is not implemented yet"))
+    pub fn from_json(v: &Value) -> Result<Self> {
+        let m = v
+            .as_object()
+            .ok_or_else(|| Error::invalid("BPE model: `model` must be an object"))?;
+        if let Some(t) = m.get("type") {
+            if t.as_str() != Some("BPE") {
+                return Err(Error::invalid(format!(
+                    "BPE model: `type` must be \"BPE\", got {t}"
+                )));
+            }
+        }
+        let dropout = match m.get("dropout") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => {
+                let p = n.as_f64().unwrap_or(f64::NAN) as f32;
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(Error::invalid(
+                        "BPE model: `dropout` should be between 0 and 1, inclusive",
+                    ));
+                }
+                Some(p)
+            }
+            Some(_) => {
+                return Err(Error::invalid(
+                    "BPE model: `dropout` must be a number or null",
+                ))
+            }
+        };
+        let vocab_v = m
+            .get("vocab")
+            .ok_or_else(|| Error::invalid("BPE model: missing `vocab`"))?;
+        let vocab_o = vocab_v
+            .as_object()
+            .ok_or_else(|| Error::invalid("BPE model: `vocab` must be an object"))?;
+        let mut vocab = AHashMap::with_capacity(vocab_o.len());
+        for (k, id) in vocab_o {
+            let id = id
+                .as_u64()
+                .and_then(|x| u32::try_from(x).ok())
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "BPE model: `vocab`: id of `{k}` must be an integer in 0..2^32"
+                    ))
+                })?;
+            vocab.insert(k.clone(), id);
+        }
+        let merges_v = m
+            .get("merges")
+            .ok_or_else(|| Error::invalid("BPE model: missing `merges`"))?;
+        let merge_list = parse_merges(merges_v)?;
+        let mut bpe = Bpe::build(
+            vocab,
+            merge_list,
+            opt_string(m, "continuing_subword_prefix")?,
+            opt_string(m, "end_of_word_suffix")?,
+        )?;
+        bpe.unk_token = opt_string(m, "unk_token")?;
+        bpe.fuse_unk = opt_bool(m, "fuse_unk")?;
+        bpe.byte_fallback = opt_bool(m, "byte_fallback")?;
+        bpe.ignore_merges = opt_bool(m, "ignore_merges")?;
+        bpe.dropout = dropout;
+        Ok(bpe)
+    }
+
+    /// Validate the merges against the vocabulary and build the pair table.
+    pub fn build(
+        vocab: AHashMap<String, u32>,
+        merge_list: Vec<(String, String)>,
+        continuing_subword_prefix: Option<String>,
+        end_of_word_suffix: Option<String>,
+    ) -> Result<Self> {
+        let prefix_len = continuing_subword_prefix.as_ref().map_or(0, String::len);
+        let mut merges = AHashMap::with_capacity(merge_list.len());
+        let mut merged = String::new();
+        for (rank, (a, b)) in merge_list.iter().enumerate() {
+            let oov = |t: &str| {
+                Error::invalid(format!(
+                    "BPE model: `merges`: Token `{t}` out of vocabulary"
+                ))
+            };
+            let a_id = *vocab.get(a).ok_or_else(|| oov(a))?;
+            let b_id = *vocab.get(b).ok_or_else(|| oov(b))?;
+            // The reference drops the first `prefix_len` bytes of the right part whether or
+            // not it starts with the prefix.
+            let rest = b.get(prefix_len..).ok_or_else(|| {
+                Error::invalid(format!(
+                    "BPE model: `merges`: token `{b}` is shorter than continuing_subword_prefix"
+                ))
+            })?;
+            merged.clear();
+            merged.push_str(a);
+            merged.push_str(rest);
+            let new_id = *vocab.get(&merged).ok_or_else(|| oov(&merged))?;
+            let rank = u32::try_from(rank)
+                .map_err(|_| Error::invalid("BPE model: `merges`: too many merges"))?;
+            // A duplicate pair keeps the later rank, as the reference's map insert does.
+            merges.insert(pair_key(a_id, b_id), (rank, new_id));
+        }
+        let mut byte_ids = Box::new([None; 256]);
+        for (b, slot) in byte_ids.iter_mut().enumerate() {
+            *slot = vocab.get(&format!("<0x{b:02X}>")).copied();
+        }
+        Ok(Bpe {
+            vocab_r: IdToToken::build(&vocab),
+            vocab,
+            merges,
+            merge_list,
+            unk_token: None,
+            continuing_subword_prefix,
+            end_of_word_suffix,
+            fuse_unk: false,
+            byte_fallback: false,
+            ignore_merges: false,
+            dropout: None,
+            byte_ids,
+            cache: Some(Cache::new()),
+        })
+    }
+
+    pub fn merges(&self) -> &[(String, String)] {
+        &self.merge_list
+    }
+    pub fn unk_token(&self) -> Option<&str> {
+        self.unk_token.as_deref()
+    }
+    pub fn continuing_subword_prefix(&self) -> Option<&str> {
+        self.continuing_subword_prefix.as_deref()
+    }
+    pub fn end_of_word_suffix(&self) -> Option<&str> {
+        self.end_of_word_suffix.as_deref()
+    }
+    pub fn dropout(&self) -> Option<f32> {
+        self.dropout
+    }
+    pub fn fuse_unk(&self) -> bool {
+        self.fuse_unk
+    }
+    pub fn byte_fallback(&self) -> bool {
+        self.byte_fallback
+    }
+    pub fn ignore_merges(&self) -> bool {
+        self.ignore_merges
+    }
+
+    fn unk_id(&self, unk: &str) -> Result<u32> {
+        self.vocab
+            .get(unk)
+            .copied()
+            .ok_or_else(|| Error::invalid(format!("Unk token `{unk}` not found in the vocabulary")))
+    }
+
+    #[inline]
+    fn lookup(&self, a: u32, b: u32) -> Option<(u32, u32)> {
+        self.merges.get(&pair_key(a, b)).copied()
+    }
+
+    /// The initial symbols of `w` (one per character, decorated), then the merges.
+    fn merge_word(&self, w: &str, word: &mut Word, buf: &mut String, random: bool) -> Result<()> {
+        word.clear();
+        // A pending unknown run: (unk id, byte length).
+        let mut unk: Option<(u32, u32)> = None;
+        let mut chars = w.char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            let is_first = i == 0;
+            let is_last = chars.peek().is_none();
+            let byte_len = c.len_utf8() as u32;
+            buf.clear();
+            if !is_first {
+                if let Some(p) = &self.continuing_subword_prefix {
+                    buf.push_str(p);
+                }
+            }
+            buf.push(c);
+            if is_last {
+                if let Some(s) = &self.end_of_word_suffix {
+                    buf.push_str(s);
+                }
+            }
+            if let Some(&id) = self.vocab.get(buf.as_str()) {
+                if let Some((uid, ulen)) = unk.take() {
+                    word.push(uid, ulen);
+                }
+                word.push(id, byte_len);
+                continue;
+            }
+            if self.byte_fallback {
+                // The bytes come from the decorated string (a reference quirk), one symbol
+                // of length 1 each; a pending unknown run is *not* flushed first.
+                if buf.bytes().all(|b| self.byte_ids[b as usize].is_some()) {
+                    for b in buf.bytes() {
+                        if let Some(id) = self.byte_ids[b as usize] {
+                            word.push(id, 1);
+                        }
+                    }
+                    continue;
+                }
+            }
+            if let Some(unk_token) = &self.unk_token {
+                unk = match (unk, self.fuse_unk) {
+                    (Some((uid, ulen)), true) => Some((uid, ulen + byte_len)),
+                    (Some((uid, ulen)), false) => {
+                        word.push(uid, ulen);
+                        Some((self.unk_id(unk_token)?, byte_len))
+                    }
+                    (None, _) => Some((self.unk_id(unk_token)?, byte_len)),
+                };
+            }
+            // No unk token: the character is dropped.
+        }
+        if let Some((uid, ulen)) = unk {
+            word.push(uid, ulen);
+        }
+        let lookup = |a, b| self.lookup(a, b);
+        if random {
+            let p = self.dropout.unwrap_or(0.0);
+            word.merge_all(lookup, Some(|| random_f32() < p), |_, _, _| {});
+        } else {
+            word.merge_all(lookup, None::<fn() -> bool>, |_, _, _| {});
+        }
+        Ok(())
     }
 }
 
 impl Model for Bpe {
-    fn tokenize(&self, _piece: &str, _out: &mut Vec<Token>) -> Result<()> {
-        Err(Error::unsupported("model Bpe is not implemented yet"))
+    fn tokenize(&self, piece: &str, out: &mut Vec<Token>) -> Result<()> {
+        if piece.is_empty() {
+            return Ok(());
+        }
+        if u32::try_from(piece.len()).is_err() {
+            return Err(Error::invalid("BPE: word longer than 4 GiB"));
+        }
+        let random = !matches!(self.dropout, None | Some(0.0));
+        if !random {
+            if self.ignore_merges {
+                if let Some(&id) = self.vocab.get(piece) {
+                    out.push(if self.vocab_r.get(id) == Some(piece) {
+                        Token::new(id, 0, piece.len())
+                    } else {
+                        Token::with_value(id, piece, 0, piece.len())
+                    });
+                    return Ok(());
+                }
+            }
+            if piece.len() < CACHE_MAX_WORD {
+                if let Some(cache) = &self.cache {
+                    if cache.get(piece, out) {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        let start = out.len();
+        SCRATCH.with(|s| -> Result<()> {
+            // A re-entrant call (never expected) gets fresh scratch space instead of a panic.
+            let mut fresh = None;
+            let mut guard = s.try_borrow_mut().ok();
+            let (word, buf) = match guard.as_deref_mut() {
+                Some((w, b)) => (w, b),
+                None => {
+                    let f = fresh.insert((Word::default(), String::new()));
+                    (&mut f.0, &mut f.1)
+                }
+            };
+            self.merge_word(piece, word, buf, random)?;
+            out.extend(word.iter().map(|(id, s, e)| Token::new(id, s, e)));
+            Ok(())
+        })?;
+        if !random && piece.len() < CACHE_MAX_WORD {
+            if let Some(cache) = &self.cache {
+                cache.set(piece, &out[start..]);
+            }
+        }
+        Ok(())
     }
-    fn token_to_id(&self, _token: &str) -> Option<u32> {
-        None
+    fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.vocab.get(token).copied()
     }
-    fn id_to_token(&self, _id: u32) -> Option<&str> {
-        None
+    fn id_to_token(&self, id: u32) -> Option<&str> {
+        self.vocab_r.get(id)
     }
     fn vocab_size(&self) -> usize {
-        0
+        self.vocab.len()
     }
     fn vocab(&self) -> HashMap<String, u32> {
-        HashMap::new()
+        self.vocab.iter().map(|(k, &v)| (k.clone(), v)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Vocabulary from a token list (ids in order).
+    fn vocab(tokens: &[&str]) -> Value {
+        let m: serde_json::Map<String, Value> = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.to_string(), json!(i)))
+            .collect();
+        Value::Object(m)
+    }
+
+    fn model(tokens: &[&str], merges: Value, extra: Value) -> Bpe {
+        let mut m = json!({"type": "BPE", "vocab": vocab(tokens), "merges": merges});
+        if let (Some(o), Some(e)) = (m.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                o.insert(k.clone(), v.clone());
+            }
+        }
+        Bpe::from_json(&m).unwrap()
+    }
+
+    /// Token strings and byte offsets.
+    fn tok(b: &Bpe, s: &str) -> Vec<(String, (usize, usize))> {
+        let mut out = Vec::new();
+        b.tokenize(s, &mut out).unwrap();
+        out.iter()
+            .map(|t| {
+                let text = match &t.value {
+                    Some(v) => v.to_string(),
+                    None => b.id_to_token(t.id).unwrap().to_string(),
+                };
+                (text, t.offsets)
+            })
+            .collect()
+    }
+
+    fn strs(b: &Bpe, s: &str) -> Vec<String> {
+        tok(b, s).into_iter().map(|x| x.0).collect()
+    }
+
+    #[test]
+    fn rank_order_not_ids() {
+        let v = ["a", "b", "c", "ab", "bc"];
+        let m = model(&v, json!(["b c", "a b"]), json!({}));
+        assert_eq!(strs(&m, "abc"), ["a", "bc"]);
+        let m = model(&v, json!(["a b", "b c"]), json!({}));
+        assert_eq!(strs(&m, "abc"), ["ab", "c"]);
+        // ab with a higher id than bc changes nothing.
+        let m = model(
+            &["a", "b", "c", "bc", "ab"],
+            json!(["a b", "b c"]),
+            json!({}),
+        );
+        assert_eq!(strs(&m, "abc"), ["ab", "c"]);
+    }
+
+    #[test]
+    fn same_pair_leftmost() {
+        let m = model(&["a", "aa"], json!(["a a"]), json!({}));
+        assert_eq!(strs(&m, "aaaaa"), ["aa", "aa", "a"]);
+    }
+
+    #[test]
+    fn duplicate_merge_takes_later_rank() {
+        let v = ["a", "b", "c", "ab", "bc"];
+        let m = model(&v, json!(["a b", "b c", "a b"]), json!({}));
+        assert_eq!(strs(&m, "abc"), ["a", "bc"]);
+    }
+
+    #[test]
+    fn one_merge_at_a_time() {
+        // [ab a, a b]: "abab" → aba b (the GPT-2 loop would give ab ab).
+        let m = model(&["a", "b", "ab", "aba"], json!(["ab a", "a b"]), json!({}));
+        assert_eq!(strs(&m, "abab"), ["aba", "b"]);
+    }
+
+    #[test]
+    fn merges_formats() {
+        let v = ["a", "b", "c", "ab", "bc"];
+        let s = model(&v, json!(["#version: 0.2", "a b", "b c"]), json!({}));
+        let p = model(&v, json!([["a", "b"], ["b", "c"]]), json!({}));
+        assert_eq!(strs(&s, "abc"), strs(&p, "abc"));
+        // Pairs may hold spaces.
+        let m = model(&["a", "b c", "ab c"], json!([["a", "b c"]]), json!({}));
+        assert_eq!(m.merges().len(), 1);
+        let bad = |merges: Value| {
+            Bpe::from_json(&json!({"vocab": vocab(&v), "merges": merges}))
+                .err()
+                .unwrap()
+        };
+        assert!(bad(json!(["a b", ["b", "c"]])).message.contains("merges"));
+        assert!(bad(json!(["a b c"]))
+            .message
+            .contains("Merges text file invalid"));
+        assert!(bad(json!(["ab"]))
+            .message
+            .contains("Merges text file invalid"));
+        let e = Bpe::from_json(&json!({"vocab": vocab(&v)})).err().unwrap();
+        assert!(e.message.contains("merges"));
+        assert_eq!(e.kind, crate::error::ErrorKind::InvalidData);
+    }
+
+    #[test]
+    fn validation() {
+        let e = Bpe::from_json(&json!({"vocab": vocab(&["a", "b"]), "merges": ["a b"]}))
+            .err()
+            .unwrap();
+        assert!(
+            e.message.contains("Token `ab` out of vocabulary"),
+            "{}",
+            e.message
+        );
+        let e = Bpe::from_json(&json!({"vocab": vocab(&["a", "ab"]), "merges": ["a b"]}))
+            .err()
+            .unwrap();
+        assert!(e.message.contains("Token `b` out of vocabulary"));
+        // With a prefix, the merged token drops the right part's prefix.
+        let m = model(
+            &["a", "##b", "ab"],
+            json!(["a ##b"]),
+            json!({"continuing_subword_prefix": "##"}),
+        );
+        assert_eq!(strs(&m, "ab"), ["ab"]);
+        // Reachability: abc in the vocab but no merge path.
+        let m = model(&["a", "b", "c", "abc"], json!([]), json!({}));
+        assert_eq!(strs(&m, "abc"), ["a", "b", "c"]);
+        // Non-contiguous ids are fine.
+        let m = Bpe::from_json(&json!({"vocab": {"a": 7, "b": 1000, "ab": 3}, "merges": ["a b"]}))
+            .unwrap();
+        assert_eq!(strs(&m, "ab"), ["ab"]);
+        assert_eq!(m.vocab_size(), 3);
+        // Wrong type, bad dropout.
+        assert!(Bpe::from_json(&json!({"type": "WordPiece", "vocab": {}, "merges": []})).is_err());
+        let e = Bpe::from_json(&json!({"vocab": {}, "merges": [], "dropout": 1.5}))
+            .err()
+            .unwrap();
+        assert!(e.message.contains("dropout"));
+    }
+
+    #[test]
+    fn ignore_merges() {
+        let v = ["a", "b", "c", "ab", "abc", "<unk>"];
+        let off = model(&v, json!(["a b"]), json!({}));
+        assert_eq!(strs(&off, "abc"), ["ab", "c"]);
+        let on = model(
+            &v,
+            json!(["a b"]),
+            json!({"ignore_merges": true, "unk_token": "<unk>"}),
+        );
+        assert_eq!(strs(&on, "abc"), ["abc"]);
+        assert_eq!(strs(&on, "abcabc"), ["ab", "c", "ab", "c"]);
+        // Even the unk string itself.
+        assert_eq!(tok(&on, "<unk>"), [("<unk>".to_string(), (0, 5))]);
+        // The lookup ignores the suffix.
+        let m = model(
+            &["a", "b", "c</w>", "abc", "abc</w>"],
+            json!([]),
+            json!({"ignore_merges": true, "end_of_word_suffix": "</w>"}),
+        );
+        assert_eq!(strs(&m, "abc"), ["abc"]);
+    }
+
+    #[test]
+    fn unk_and_fuse() {
+        let v = ["<unk>", "a", "b"];
+        let m = model(&v, json!([]), json!({"unk_token": "<unk>"}));
+        assert_eq!(
+            tok(&m, "aééb"),
+            [
+                ("a".into(), (0, 1)),
+                ("<unk>".into(), (1, 3)),
+                ("<unk>".into(), (3, 5)),
+                ("b".into(), (5, 6))
+            ]
+        );
+        let m = model(
+            &v,
+            json!([]),
+            json!({"unk_token": "<unk>", "fuse_unk": true}),
+        );
+        assert_eq!(
+            tok(&m, "aééb"),
+            [
+                ("a".into(), (0, 1)),
+                ("<unk>".into(), (1, 5)),
+                ("b".into(), (5, 6))
+            ]
+        );
+        // unk_token null: dropped, later offsets shift.
+        let m = model(&v, json!([]), json!({"unk_token": null}));
+        assert_eq!(tok(&m, "éab"), [("a".into(), (0, 1)), ("b".into(), (1, 2))]);
+        // unk not in the vocabulary: an encode-time error.
+        let m = model(&["a"], json!([]), json!({"unk_token": "<unk>"}));
+        let mut out = Vec::new();
+        assert!(m.tokenize("é", &mut out).is_err());
+        assert!(m.tokenize("a", &mut out).is_ok());
+        // The unk id can merge when a merge lists it.
+        let m = model(
+            &["<unk>", "a", "<unk>a"],
+            json!([["<unk>", "a"]]),
+            json!({"unk_token": "<unk>"}),
+        );
+        assert_eq!(strs(&m, "éa"), ["<unk>a"]);
+    }
+
+    fn with_bytes(extra: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        v.extend((0..256).map(|b| format!("<0x{b:02X}>")));
+        v
+    }
+
+    #[test]
+    fn byte_fallback() {
+        let v = with_bytes(&["<unk>", "a", "b"]);
+        let refs: Vec<&str> = v.iter().map(String::as_str).collect();
+        let m = model(
+            &refs,
+            json!([]),
+            json!({"unk_token": "<unk>", "byte_fallback": true}),
+        );
+        assert_eq!(
+            tok(&m, "aéb"),
+            [
+                ("a".into(), (0, 1)),
+                ("<0xC3>".into(), (1, 2)),
+                ("<0xA9>".into(), (2, 3)),
+                ("b".into(), (3, 4))
+            ]
+        );
+        // Byte tokens merge only when a merge lists them.
+        let mut v2 = v.clone();
+        v2.push("<0xC3><0xA9>".into());
+        let refs: Vec<&str> = v2.iter().map(String::as_str).collect();
+        let m = model(
+            &refs,
+            json!([["<0xC3>", "<0xA9>"]]),
+            json!({"byte_fallback": true}),
+        );
+        assert_eq!(strs(&m, "é"), ["<0xC3><0xA9>"]);
+        // Lowercase spelling is not recognised.
+        let m = model(
+            &["<unk>", "<0xc3>", "<0xa9>"],
+            json!([]),
+            json!({"unk_token": "<unk>", "byte_fallback": true}),
+        );
+        assert_eq!(strs(&m, "é"), ["<unk>"]);
+        // Decorated-string quirk: with prefix "##", "aé" gives the bytes of "##é".
+        let v = with_bytes(&["a"]);
+        let refs: Vec<&str> = v.iter().map(String::as_str).collect();
+        let m = model(
+            &refs,
+            json!([]),
+            json!({"byte_fallback": true, "continuing_subword_prefix": "##"}),
+        );
+        assert_eq!(
+            tok(&m, "aé"),
+            [
+                ("a".into(), (0, 1)),
+                ("<0x23>".into(), (1, 2)),
+                ("<0x23>".into(), (2, 3)),
+                ("<0xC3>".into(), (3, 4)),
+                ("<0xA9>".into(), (4, 5))
+            ]
+        );
+        let m = model(
+            &refs,
+            json!([]),
+            json!({"byte_fallback": true, "end_of_word_suffix": "</w>"}),
+        );
+        assert_eq!(
+            strs(&m, "a"),
+            ["<0x61>", "<0x3C>", "<0x2F>", "<0x77>", "<0x3E>"]
+        );
+    }
+
+    #[test]
+    fn prefix_and_suffix() {
+        let m = model(
+            &["a", "##b", "##c", "ab", "##bc"],
+            json!(["##b ##c"]),
+            json!({"continuing_subword_prefix": "##"}),
+        );
+        assert_eq!(strs(&m, "abc"), ["a", "##bc"]);
+        let m = model(
+            &["a", "b", "c</w>", "bc</w>", "a</w>", "<unk>"],
+            json!(["b c</w>"]),
+            json!({"end_of_word_suffix": "</w>", "unk_token": "<unk>"}),
+        );
+        assert_eq!(strs(&m, "abc"), ["a", "bc</w>"]);
+        assert_eq!(strs(&m, "a"), ["a</w>"]);
+        assert_eq!(strs(&m, "ab"), ["a", "<unk>"]);
+        // Empty-string prefix and suffix act as none.
+        let m = model(
+            &["a", "b", "ab"],
+            json!(["a b"]),
+            json!({"continuing_subword_prefix": "", "end_of_word_suffix": ""}),
+        );
+        assert_eq!(strs(&m, "ab"), ["ab"]);
+    }
+
+    #[test]
+    fn dropout() {
+        let v = ["a", "b", "c", "ab", "abc"];
+        let m = model(&v, json!(["a b", "ab c"]), json!({"dropout": 1.0}));
+        assert_eq!(strs(&m, "abc"), ["a", "b", "c"]);
+        let m = model(&v, json!(["a b", "ab c"]), json!({"dropout": 0.0}));
+        assert_eq!(strs(&m, "abc"), ["abc"]);
+        let m = model(&v, json!(["a b", "ab c"]), json!({"dropout": null}));
+        assert_eq!(strs(&m, "abc"), ["abc"]);
+        // In between: both outcomes show up over many calls.
+        let m = model(&v, json!(["a b", "ab c"]), json!({"dropout": 0.5}));
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..200 {
+            seen.insert(strs(&m, "abc").len());
+        }
+        assert!(seen.contains(&1) && seen.contains(&3), "{seen:?}");
+    }
+
+    #[test]
+    fn cache_gives_same_result() {
+        let m = model(&["a", "aa"], json!(["a a"]), json!({}));
+        for _ in 0..3 {
+            assert_eq!(
+                tok(&m, "aaa"),
+                [("aa".into(), (0, 2)), ("a".into(), (2, 3))]
+            );
+        }
     }
 }

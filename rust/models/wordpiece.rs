@@ -1,33 +1,456 @@
-//! WordPiece model (stub: filled in by its implementation).
+//! WordPiece: greedy longest-match-first segmentation of one word (Schuster & Nakajima 2012,
+//! BERT). Behaviour follows `tokenizers` 0.22.1:
+//! - a word of more than `max_input_chars_per_word` scalar values is one unknown token;
+//! - otherwise, from each start, the longest vocabulary entry matching there is taken (with the
+//!   continuing-subword prefix in front of it when the start is not 0);
+//! - if some start has no match, the whole word is one unknown token `(0, len)`;
+//! - when the unknown token is needed but absent from the vocabulary, it is an error.
+//!
+//! Two tries make each step one walk: `first` holds every entry (matched at the word start),
+//! `rest` holds the entries that begin with the prefix, prefix removed (matched after it). A
+//! walk is bounded by the longest entry, so a word costs O(len × longest entry) with no
+//! allocation unless an entry shares its id with another entry.
 
+use super::trie::Trie;
 use super::{Model, Token};
 use crate::error::{Error, Result};
+use ahash::{AHashMap, AHashSet};
 use serde_json::Value;
 use std::collections::HashMap;
 
-pub struct WordPiece {}
+pub struct WordPiece {
+    /// Boxed so the model enum stays small.
+    d: Box<WordPieceData>,
+}
 
-impl WordPiece {
-    /// Build from the tokenizer.json `model` object.
-    pub fn from_json(_v: &Value) -> Result<Self> {
-        Err(Error::unsupported("model WordPiece is not implemented yet"))
+struct WordPieceData {
+    vocab: AHashMap<String, u32>,
+    /// The entry each id decodes to: among the entries with that id, the last one given.
+    vocab_r: AHashMap<u32, Box<str>>,
+    /// Ids carried by more than one entry; only for these can a token's text differ from
+    /// `id_to_token(id)`.
+    shared_ids: AHashSet<u32>,
+    first: Trie,
+    rest: Trie,
+    unk_token: String,
+    continuing_subword_prefix: String,
+    max_input_chars_per_word: usize,
+}
+
+/// entry → id, id → entry, and the ids carried by several entries.
+pub(super) type VocabTables = (
+    AHashMap<String, u32>,
+    AHashMap<u32, Box<str>>,
+    AHashSet<u32>,
+);
+
+/// Turn (entry, id) pairs, in order, into the lookup tables: a repeated entry keeps its last id,
+/// and an id shared by several entries decodes to the one that came last.
+pub(super) fn build_vocab(pairs: Vec<(String, u32)>) -> VocabTables {
+    let mut last: AHashMap<String, (u32, usize)> = AHashMap::with_capacity(pairs.len());
+    for (pos, (token, id)) in pairs.into_iter().enumerate() {
+        last.insert(token, (id, pos));
+    }
+    let mut by_id: AHashMap<u32, (usize, &str)> = AHashMap::with_capacity(last.len());
+    let mut shared = AHashSet::new();
+    for (token, &(id, pos)) in &last {
+        match by_id.get_mut(&id) {
+            Some(slot) => {
+                shared.insert(id);
+                if pos > slot.0 {
+                    *slot = (pos, token.as_str());
+                }
+            }
+            None => {
+                by_id.insert(id, (pos, token.as_str()));
+            }
+        }
+    }
+    let vocab_r = by_id
+        .into_iter()
+        .map(|(id, (_, t))| (id, Box::from(t)))
+        .collect();
+    let vocab = last.into_iter().map(|(t, (id, _))| (t, id)).collect();
+    (vocab, vocab_r, shared)
+}
+
+/// Read a tokenizer.json vocabulary object `{entry: id}` (in the order serde_json gives).
+pub(super) fn vocab_from_json(v: &Value, field: &str) -> Result<Vec<(String, u32)>> {
+    let obj = v
+        .as_object()
+        .ok_or_else(|| Error::invalid(format!("{field}: expected an object {{token: id}}")))?;
+    let mut pairs = Vec::with_capacity(obj.len());
+    for (token, id) in obj {
+        let id = id
+            .as_u64()
+            .and_then(|id| u32::try_from(id).ok())
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "{field}[{token:?}]: expected an id (an integer from 0 to 4294967295), got {id}"
+                ))
+            })?;
+        pairs.push((token.clone(), id));
+    }
+    Ok(pairs)
+}
+
+/// The `model` object, checking that a `type`, when present, is `expected`.
+pub(super) fn model_object<'a>(
+    v: &'a Value,
+    expected: &str,
+) -> Result<&'a serde_json::Map<String, Value>> {
+    let obj = v
+        .as_object()
+        .ok_or_else(|| Error::invalid("model: expected an object"))?;
+    if let Some(t) = obj.get("type") {
+        if t.as_str() != Some(expected) {
+            return Err(Error::invalid(format!(
+                "model.type: expected \"{expected}\", got {t}"
+            )));
+        }
+    }
+    Ok(obj)
+}
+
+/// A required string field of the model object.
+pub(super) fn required_str<'a>(
+    obj: &'a serde_json::Map<String, Value>,
+    name: &str,
+) -> Result<&'a str> {
+    match obj.get(name) {
+        None => Err(Error::invalid(format!("model.{name}: missing field"))),
+        Some(v) => v
+            .as_str()
+            .ok_or_else(|| Error::invalid(format!("model.{name}: expected a string, got {v}"))),
     }
 }
 
+impl WordPiece {
+    /// Build from (entry, id) pairs in order; see [`build_vocab`] for repeats.
+    pub fn new(
+        vocab: Vec<(String, u32)>,
+        unk_token: impl Into<String>,
+        continuing_subword_prefix: impl Into<String>,
+        max_input_chars_per_word: usize,
+    ) -> Self {
+        let (vocab, vocab_r, shared_ids) = build_vocab(vocab);
+        let prefix: String = continuing_subword_prefix.into();
+        let first = Trie::from_pairs(vocab.iter().map(|(t, &id)| (t.as_bytes(), id)));
+        let rest = Trie::from_pairs(vocab.iter().filter_map(|(t, &id)| {
+            t.strip_prefix(prefix.as_str())
+                .map(|suffix| (suffix.as_bytes(), id))
+        }));
+        WordPiece {
+            d: Box::new(WordPieceData {
+                vocab,
+                vocab_r,
+                shared_ids,
+                first,
+                rest,
+                unk_token: unk_token.into(),
+                continuing_subword_prefix: prefix,
+                max_input_chars_per_word,
+            }),
+        }
+    }
+
+    /// Build from the tokenizer.json `model` object. `unk_token`, `continuing_subword_prefix`,
+    /// `max_input_chars_per_word` and `vocab` are all required there (as in `tokenizers`).
+    pub fn from_json(v: &Value) -> Result<Self> {
+        let obj = model_object(v, "WordPiece")?;
+        let vocab = match obj.get("vocab") {
+            Some(vocab) => vocab_from_json(vocab, "model.vocab")?,
+            None => return Err(Error::invalid("model.vocab: missing field")),
+        };
+        let unk = required_str(obj, "unk_token")?;
+        let prefix = required_str(obj, "continuing_subword_prefix")?;
+        let max = match obj.get("max_input_chars_per_word") {
+            None => {
+                return Err(Error::invalid(
+                    "model.max_input_chars_per_word: missing field",
+                ))
+            }
+            Some(m) => m
+                .as_u64()
+                .and_then(|m| usize::try_from(m).ok())
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "model.max_input_chars_per_word: expected a non-negative integer, got {m}"
+                    ))
+                })?,
+        };
+        Ok(WordPiece::new(vocab, unk, prefix, max))
+    }
+
+    pub fn unk_token(&self) -> &str {
+        &self.d.unk_token
+    }
+    pub fn continuing_subword_prefix(&self) -> &str {
+        &self.d.continuing_subword_prefix
+    }
+    pub fn max_input_chars_per_word(&self) -> usize {
+        self.d.max_input_chars_per_word
+    }
+
+    fn push_unk(&self, len: usize, out: &mut Vec<Token>) -> Result<()> {
+        let id = *self.d.vocab.get(&self.d.unk_token).ok_or_else(|| {
+            Error::invalid(format!(
+                "WordPiece: the unknown token {:?} is needed but missing from the vocabulary",
+                self.d.unk_token
+            ))
+        })?;
+        out.push(self.token(id, || self.d.unk_token.clone(), 0, len));
+        Ok(())
+    }
+
+    /// A token whose text is `text()`, carrying that text only when it is not what `id`
+    /// decodes to (possible only for an id shared by several entries).
+    #[inline]
+    fn token(&self, id: u32, text: impl FnOnce() -> String, start: usize, end: usize) -> Token {
+        if self.d.shared_ids.is_empty() || !self.d.shared_ids.contains(&id) {
+            return Token::new(id, start, end);
+        }
+        let text = text();
+        if self.d.vocab_r.get(&id).map(|t| &**t) == Some(text.as_str()) {
+            Token::new(id, start, end)
+        } else {
+            Token::with_value(id, &text, start, end)
+        }
+    }
+}
+
+/// Whether `s` has more than `max` scalar values, without counting past `max + 1`.
+fn more_chars_than(s: &str, max: usize) -> bool {
+    // Each scalar value takes at most 4 bytes and at least 1.
+    if s.len() <= max {
+        return false;
+    }
+    if s.len() / 4 > max {
+        return true;
+    }
+    s.chars().nth(max).is_some()
+}
+
 impl Model for WordPiece {
-    fn tokenize(&self, _piece: &str, _out: &mut Vec<Token>) -> Result<()> {
-        Err(Error::unsupported("model WordPiece is not implemented yet"))
+    fn tokenize(&self, piece: &str, out: &mut Vec<Token>) -> Result<()> {
+        if piece.is_empty() {
+            return Ok(());
+        }
+        if more_chars_than(piece, self.d.max_input_chars_per_word) {
+            return self.push_unk(piece.len(), out);
+        }
+        let bytes = piece.as_bytes();
+        let base = out.len();
+        let mut start = 0;
+        while start < bytes.len() {
+            let (trie, rest) = if start == 0 {
+                (&self.d.first, bytes)
+            } else {
+                (&self.d.rest, &bytes[start..])
+            };
+            // Entries are whole strings and `start` is a character boundary, so every match
+            // ends on a character boundary: the longest match is what shortening one scalar
+            // value at a time finds first.
+            let Some((len, id)) = trie.longest_prefix(rest) else {
+                out.truncate(base);
+                return self.push_unk(piece.len(), out);
+            };
+            let end = start + len;
+            let tok = if start == 0 {
+                self.token(id, || piece[..end].to_owned(), 0, end)
+            } else {
+                self.token(
+                    id,
+                    || format!("{}{}", self.d.continuing_subword_prefix, &piece[start..end]),
+                    start,
+                    end,
+                )
+            };
+            out.push(tok);
+            start = end;
+        }
+        Ok(())
     }
-    fn token_to_id(&self, _token: &str) -> Option<u32> {
-        None
+
+    fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.d.vocab.get(token).copied()
     }
-    fn id_to_token(&self, _id: u32) -> Option<&str> {
-        None
+
+    fn id_to_token(&self, id: u32) -> Option<&str> {
+        self.d.vocab_r.get(&id).map(|t| &**t)
     }
+
     fn vocab_size(&self) -> usize {
-        0
+        self.d.vocab.len()
     }
+
     fn vocab(&self) -> HashMap<String, u32> {
-        HashMap::new()
+        self.d
+            .vocab
+            .iter()
+            .map(|(t, &id)| (t.clone(), id))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn wp(entries: &[&str], max: usize) -> WordPiece {
+        let v = entries
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.to_string(), i as u32))
+            .collect();
+        WordPiece::new(v, "[UNK]", "##", max)
+    }
+
+    type Row = (u32, Option<String>, (usize, usize));
+
+    fn run(m: &WordPiece, s: &str) -> Result<Vec<Row>> {
+        let mut out = Vec::new();
+        m.tokenize(s, &mut out)?;
+        Ok(out
+            .into_iter()
+            .map(|t| (t.id, t.value.map(String::from), t.offsets))
+            .collect())
+    }
+
+    fn ids(m: &WordPiece, s: &str) -> Vec<(u32, (usize, usize))> {
+        run(m, s)
+            .unwrap()
+            .into_iter()
+            .map(|(id, _, o)| (id, o))
+            .collect()
+    }
+
+    #[test]
+    fn greedy_longest_match_with_prefix() {
+        // 0 [UNK], 1 un, 2 ##aff, 3 ##able, 4 una, 5 ##ffable
+        let m = wp(&["[UNK]", "un", "##aff", "##able", "una", "##ffable"], 100);
+        // "una" is longer than "un", so it wins at start 0 even though "un ##aff ##able" exists.
+        assert_eq!(ids(&m, "unaffable"), vec![(4, (0, 3)), (5, (3, 9))]);
+        // An entry without the prefix is not matched after the start.
+        assert_eq!(ids(&m, "unun"), vec![(0, (0, 4))]);
+    }
+
+    #[test]
+    fn no_match_makes_whole_word_unknown() {
+        let m = wp(&["[UNK]", "a", "##b"], 100);
+        assert_eq!(ids(&m, "ab"), vec![(1, (0, 1)), (2, (1, 2))]);
+        // "c" cannot be matched after "ab": pieces found so far are dropped.
+        assert_eq!(ids(&m, "abc"), vec![(0, (0, 3))]);
+        // Offsets are bytes of the piece: "ab𝔸x" is 7 bytes.
+        assert_eq!(ids(&m, "ab𝔸x"), vec![(0, (0, 7))]);
+    }
+
+    #[test]
+    fn limit_counts_scalar_values() {
+        let m = wp(&["[UNK]", "𝔸", "##𝔸"], 3);
+        // Three astral characters are 3 scalar values (6 UTF-16 units, 12 bytes): within limit.
+        assert_eq!(ids(&m, "𝔸𝔸𝔸"), vec![(1, (0, 4)), (2, (4, 8)), (2, (8, 12))]);
+        // Four exceed it: one unknown over the whole word.
+        assert_eq!(ids(&m, "𝔸𝔸𝔸𝔸"), vec![(0, (0, 16))]);
+        let m0 = wp(&["[UNK]", "a"], 0);
+        assert_eq!(ids(&m0, "a"), vec![(0, (0, 1))]);
+    }
+
+    #[test]
+    fn shortening_never_splits_a_character() {
+        // "é" is two bytes; an entry equal to its first byte cannot exist (entries are strings),
+        // so the longest match stops on character boundaries: "aé" then "##b".
+        let m = wp(&["[UNK]", "a", "aé", "##é", "##b"], 100);
+        assert_eq!(ids(&m, "aéb"), vec![(2, (0, 3)), (4, (3, 4))]);
+        assert_eq!(ids(&m, "aéé"), vec![(2, (0, 3)), (3, (3, 5))]);
+    }
+
+    #[test]
+    fn missing_unknown_is_an_error_only_when_needed() {
+        let m = wp(&["a", "##b"], 2);
+        assert_eq!(ids(&m, "ab"), vec![(0, (0, 1)), (1, (1, 2))]);
+        let e = run(&m, "ac").unwrap_err();
+        assert_eq!(e.kind, crate::error::ErrorKind::InvalidData);
+        assert!(
+            run(&m, "abb").is_err(),
+            "over the limit needs the unknown too"
+        );
+    }
+
+    #[test]
+    fn repeated_ids_decode_to_last_entry() {
+        // "x" and "y" share id 5; the last one given ("y") is what id 5 decodes to.
+        let v = vec![
+            ("[UNK]".to_string(), 0),
+            ("x".to_string(), 5),
+            ("y".to_string(), 5),
+            ("##x".to_string(), 6),
+        ];
+        let m = WordPiece::new(v, "[UNK]", "##", 100);
+        assert_eq!(m.id_to_token(5), Some("y"));
+        assert_eq!(m.vocab_size(), 4);
+        assert_eq!(run(&m, "y").unwrap(), vec![(5, None, (0, 1))]);
+        assert_eq!(
+            run(&m, "xx").unwrap(),
+            vec![(5, Some("x".to_string()), (0, 1)), (6, None, (1, 2))]
+        );
+        // A repeated entry keeps its last id.
+        let v = vec![("a".to_string(), 1), ("a".to_string(), 2)];
+        let m = WordPiece::new(v, "[UNK]", "##", 100);
+        assert_eq!(m.token_to_id("a"), Some(2));
+        assert_eq!(m.id_to_token(1), None);
+        assert_eq!(m.vocab_size(), 1);
+    }
+
+    #[test]
+    fn shared_unknown_id_carries_its_text() {
+        let v = vec![("[UNK]".to_string(), 0), ("<unk>".to_string(), 0)];
+        let m = WordPiece::new(v, "[UNK]", "##", 100);
+        assert_eq!(m.id_to_token(0), Some("<unk>"));
+        assert_eq!(
+            run(&m, "q").unwrap(),
+            vec![(0, Some("[UNK]".to_string()), (0, 1))]
+        );
+    }
+
+    #[test]
+    fn custom_and_empty_prefix() {
+        let v = vec![("[UNK]", 0), ("a", 1), ("@@b", 2), ("b", 3)]
+            .into_iter()
+            .map(|(t, i)| (t.to_string(), i))
+            .collect::<Vec<_>>();
+        let m = WordPiece::new(v.clone(), "[UNK]", "@@", 100);
+        assert_eq!(ids(&m, "ab"), vec![(1, (0, 1)), (2, (1, 2))]);
+        let m = WordPiece::new(v, "[UNK]", "", 100);
+        assert_eq!(ids(&m, "ab"), vec![(1, (0, 1)), (3, (1, 2))]);
+    }
+
+    #[test]
+    fn from_json_requires_file_fields() {
+        let ok = json!({"unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                        "max_input_chars_per_word": 100, "vocab": {"[UNK]": 0, "a": 1}});
+        let m = WordPiece::from_json(&ok).unwrap();
+        assert_eq!(m.token_to_id("a"), Some(1));
+        for field in [
+            "unk_token",
+            "continuing_subword_prefix",
+            "max_input_chars_per_word",
+            "vocab",
+        ] {
+            let mut v = ok.clone();
+            v.as_object_mut().unwrap().remove(field);
+            let e = WordPiece::from_json(&v).err().unwrap();
+            assert!(e.message.contains(field), "{}", e.message);
+        }
+        let mut v = ok.clone();
+        v["vocab"]["b"] = json!(-1);
+        let e = WordPiece::from_json(&v).err().unwrap();
+        assert!(e.message.starts_with("model.vocab[\"b\"]"), "{}", e.message);
+        let mut v = ok.clone();
+        v["type"] = json!("WordLevel");
+        assert!(WordPiece::from_json(&v).is_err());
+        v["type"] = json!("WordPiece");
+        assert!(WordPiece::from_json(&v).is_ok());
     }
 }

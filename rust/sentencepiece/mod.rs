@@ -1,5 +1,747 @@
 //! The sentencepiece processor: a `.model` or `.spm` vocabulary run exactly as the
 //! sentencepiece library runs it (its normalizer, Unigram / BPE / WORD / CHAR segmentation,
 //! byte fallback, offsets, decoding).
+//!
+//! Pipeline (as `SentencePieceProcessor::Encode`): normalize (with a byte map back to the
+//! original text) → segment the whole normalized string → turn the segmentation into tokens:
+//! each piece's span is mapped back through the byte map; consecutive unknown pieces fuse into
+//! one; with byte fallback an unknown piece becomes one `<0xXX>` piece per UTF-8 byte, all but
+//! the last zero-width at the character's start.
 
+pub mod bpe;
+pub mod normalizer;
+pub mod simple;
+pub mod trie;
+pub mod unigram;
 pub mod vocab;
+
+use crate::charsmap::CharsMap;
+use crate::error::{Error, Result};
+use crate::formats::sentencepiece::{self as proto, ModelData, NormalizerSettings};
+pub use crate::formats::sentencepiece::ModelType;
+use normalizer::{valid_char_len, SpNormalizer, SPACE_SYMBOL};
+use simple::{PieceLookup, SpChar, SpWord};
+use std::borrow::Cow;
+use std::sync::Arc;
+use trie::ByteTrie;
+use vocab::{PieceEntry, PieceType, Segmenter, SpPiece};
+
+/// One token: its id and the BYTE span of the original text it covers, exactly as
+/// sentencepiece's serialized `SentencePieceText` gives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpToken {
+    pub id: u32,
+    pub begin: usize,
+    pub end: usize,
+}
+
+/// How to run a `.spm` vocabulary (which carries no settings of its own). The default is
+/// Gemma 3's: BPE, no dummy prefix, whitespace kept, byte fallback.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpmOptions {
+    pub model_type: ModelType,
+    pub add_dummy_prefix: bool,
+    pub remove_extra_whitespaces: bool,
+    pub byte_fallback: bool,
+    /// Extra (piecework): `escape_whitespaces` (default true).
+    pub escape_whitespaces: bool,
+    /// Extra (piecework): `treat_whitespace_as_suffix` (default false).
+    pub treat_whitespace_as_suffix: bool,
+    /// Extra (piecework): a compiled `precompiled_charsmap` (default empty: identity).
+    pub precompiled_charsmap: Vec<u8>,
+}
+
+impl Default for SpmOptions {
+    fn default() -> Self {
+        SpmOptions {
+            model_type: ModelType::Bpe,
+            add_dummy_prefix: false,
+            remove_extra_whitespaces: false,
+            byte_fallback: true,
+            escape_whitespaces: true,
+            treat_whitespace_as_suffix: false,
+            precompiled_charsmap: Vec::new(),
+        }
+    }
+}
+
+pub struct SentencePiece {
+    data: ModelData,
+    lookup: Arc<PieceLookup>,
+    normalizer: SpNormalizer,
+    denormalizer: Option<SpNormalizer>,
+    segmenter: Box<dyn Segmenter>,
+    unk_id: u32,
+    /// The id of `<0xXX>` for every byte, when byte fallback is on.
+    byte_ids: Option<Box<[u32; 256]>>,
+    /// The bytes this was loaded from, returned as they are by `to_model_bytes`.
+    original: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for SentencePiece {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SentencePiece")
+            .field("model_type", &self.data.model_type)
+            .field("pieces", &self.data.pieces.len())
+            .finish()
+    }
+}
+
+/// The byte a `<0xXX>` piece stands for (uppercase hex, exactly two digits).
+fn piece_to_byte(piece: &str) -> Option<u8> {
+    let hex = piece.strip_prefix("<0x")?.strip_suffix('>')?;
+    if hex.len() != 2 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(&b)) {
+        return None;
+    }
+    u8::from_str_radix(hex, 16).ok()
+}
+
+fn make_normalizer(s: &NormalizerSettings, treat_ws_as_suffix: bool) -> Result<SpNormalizer> {
+    Ok(SpNormalizer {
+        charsmap: CharsMap::parse(&s.precompiled_charsmap)
+            .map_err(|e| e.context("normalizer_spec"))?,
+        user_defined: None,
+        add_dummy_prefix: s.add_dummy_prefix,
+        remove_extra_whitespaces: s.remove_extra_whitespaces,
+        escape_whitespaces: s.escape_whitespaces,
+        treat_whitespace_as_suffix: treat_ws_as_suffix,
+    })
+}
+
+/// The score-ranked BPE segmenter (`bpe.rs`).
+fn make_bpe(pieces: &[PieceEntry], unk_id: u32, byte_fallback: bool) -> Result<Box<dyn Segmenter>> {
+    Ok(Box::new(bpe::SpBpe::new(pieces, unk_id, byte_fallback)?))
+}
+
+impl SentencePiece {
+    /// Load a serialized `ModelProto` (a `.model` file's bytes).
+    pub fn from_model_bytes(bytes: &[u8]) -> Result<Self> {
+        let data = proto::parse_model(bytes)?;
+        let mut sp = Self::from_data(data)?;
+        sp.original = Some(bytes.to_vec());
+        sp.self_test()?;
+        Ok(sp)
+    }
+
+    /// Load a `.spm` text vocabulary, run with `opts`.
+    pub fn from_spm_text(text: &str, opts: &SpmOptions) -> Result<Self> {
+        let pieces = crate::formats::spm_text::parse_spm(text)?;
+        let data = ModelData {
+            pieces,
+            model_type: opts.model_type,
+            byte_fallback: opts.byte_fallback,
+            treat_whitespace_as_suffix: opts.treat_whitespace_as_suffix,
+            unk_surface: None,
+            unk_piece: "<unk>".into(),
+            bos_piece: "<s>".into(),
+            eos_piece: "</s>".into(),
+            pad_piece: "<pad>".into(),
+            normalizer: NormalizerSettings {
+                name: if opts.precompiled_charsmap.is_empty() {
+                    "identity".into()
+                } else {
+                    String::new()
+                },
+                precompiled_charsmap: opts.precompiled_charsmap.clone(),
+                add_dummy_prefix: opts.add_dummy_prefix,
+                remove_extra_whitespaces: opts.remove_extra_whitespaces,
+                escape_whitespaces: opts.escape_whitespaces,
+            },
+            denormalizer: None,
+            self_test: Vec::new(),
+        };
+        Self::from_data(data)
+    }
+
+    /// Build from validated model data, with the reference's load-time checks
+    /// (`ModelInterface::InitializePieces`).
+    pub fn from_data(data: ModelData) -> Result<Self> {
+        let mut lookup = PieceLookup::default();
+        let mut unk: Option<u32> = None;
+        let mut ud_keys: Vec<(&[u8], u32)> = Vec::new();
+        let mut byte_ids = [u32::MAX; 256];
+        for (i, p) in data.pieces.iter().enumerate() {
+            let id = i as u32;
+            if p.piece.is_empty() {
+                return Err(Error::invalid(format!("piece {i}: empty piece")));
+            }
+            let normal = matches!(
+                p.kind,
+                PieceType::Normal | PieceType::UserDefined | PieceType::Unused
+            );
+            let map = if normal {
+                &mut lookup.normal
+            } else {
+                &mut lookup.reserved
+            };
+            if map.insert(p.piece.clone(), id).is_some() {
+                return Err(Error::invalid(format!(
+                    "piece {i}: `{}` is already defined",
+                    p.piece
+                )));
+            }
+            match p.kind {
+                PieceType::UserDefined => ud_keys.push((p.piece.as_bytes(), id)),
+                PieceType::Unknown => {
+                    if unk.is_some() {
+                        return Err(Error::invalid(format!(
+                            "piece {i}: a second UNKNOWN piece (unk is already defined)"
+                        )));
+                    }
+                    unk = Some(id);
+                }
+                PieceType::Byte => {
+                    if !data.byte_fallback {
+                        return Err(Error::invalid(format!(
+                            "piece {i}: byte piece `{}` is found although `byte_fallback` is false",
+                            p.piece
+                        )));
+                    }
+                    let b = piece_to_byte(&p.piece).ok_or_else(|| {
+                        Error::invalid(format!("piece {i}: byte piece `{}` is invalid", p.piece))
+                    })?;
+                    byte_ids[b as usize] = id;
+                }
+                _ => {}
+            }
+        }
+        let unk_id = unk.ok_or_else(|| Error::invalid("the model has no UNKNOWN piece (unk is not defined)"))?;
+        lookup.unk_id = unk_id;
+        let byte_ids = if data.byte_fallback {
+            if byte_ids.contains(&u32::MAX) {
+                return Err(Error::invalid(
+                    "there are not 256 byte pieces although `byte_fallback` is true",
+                ));
+            }
+            Some(Box::new(byte_ids))
+        } else {
+            None
+        };
+        let user_defined = if ud_keys.is_empty() {
+            None
+        } else {
+            Some(ByteTrie::build(ud_keys))
+        };
+        let mut normalizer = make_normalizer(&data.normalizer, data.treat_whitespace_as_suffix)?;
+        normalizer.user_defined = user_defined.clone();
+        let denormalizer = match &data.denormalizer {
+            Some(d) => Some(make_normalizer(d, false).map_err(|e| e.context("denormalizer_spec"))?),
+            None => None,
+        };
+        let lookup = Arc::new(lookup);
+        let segmenter: Box<dyn Segmenter> = match data.model_type {
+            ModelType::Unigram => Box::new(unigram::SpUnigram::new(&data.pieces, unk_id)?),
+            ModelType::Bpe => make_bpe(&data.pieces, unk_id, data.byte_fallback)?,
+            ModelType::Word => Box::new(SpWord {
+                lookup: lookup.clone(),
+            }),
+            ModelType::Char => Box::new(SpChar {
+                lookup: lookup.clone(),
+                user_defined,
+            }),
+        };
+        Ok(SentencePiece {
+            data,
+            lookup,
+            normalizer,
+            denormalizer,
+            segmenter,
+            unk_id,
+            byte_ids,
+            original: None,
+        })
+    }
+
+    /// The reference refuses a model whose stored self-test samples do not encode as stored.
+    fn self_test(&self) -> Result<()> {
+        let mut toks = Vec::new();
+        let mut pieces = Vec::new();
+        for (input, expected) in &self.data.self_test {
+            self.encode_with_pieces(input, &mut toks, &mut pieces)?;
+            if pieces.join(" ") != *expected {
+                return Err(Error::invalid(format!(
+                    "self_test_data: `{input}` does not encode as the model says (`{expected}`)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Normalize, segment and build tokens. `unk_ranges`, when given, receives for each fused
+    /// unknown token (not byte-fallback) its index and its normalized byte range.
+    fn encode_core(
+        &self,
+        text: &str,
+        out: &mut Vec<SpToken>,
+        normalized: &mut String,
+        mut unk_ranges: Option<&mut Vec<(usize, usize, usize)>>,
+    ) -> Result<()> {
+        let mut n2o = Vec::new();
+        self.normalizer.normalize(text, normalized, &mut n2o)?;
+        let mut pieces: Vec<SpPiece> = Vec::new();
+        self.segmenter.segment(normalized, &mut pieces)?;
+        let nlen = normalized.len();
+        let mut prev_unk = false;
+        let mut covered = 0usize;
+        for p in &pieces {
+            let kind = self
+                .data
+                .pieces
+                .get(p.id as usize)
+                .map(|e| e.kind)
+                .ok_or_else(|| Error::invalid(format!("segmenter returned id {} out of range", p.id)))?;
+            if p.start > p.end || p.end > nlen {
+                return Err(Error::invalid("segmenter returned a span outside the text"));
+            }
+            if kind == PieceType::Control {
+                // The reference gives a control piece no width and then fails its "all
+                // normalized characters consumed" check.
+                return Err(Error::invalid(format!(
+                    "the text contains `{}`, a CONTROL piece, as a whole segment (sentencepiece fails on it too)",
+                    self.data.pieces[p.id as usize].piece
+                )));
+            }
+            let (ob, oe) = (n2o[p.start], n2o[p.end]);
+            if ob > oe {
+                return Err(Error::invalid("offsets run backwards"));
+            }
+            let is_unk = kind == PieceType::Unknown;
+            if is_unk && self.byte_ids.is_some() {
+                let ids = self.byte_ids.as_deref().map(|a| &a[..]).unwrap_or(&[]);
+                let bytes = &normalized.as_bytes()[p.start..p.end];
+                for (k, &b) in bytes.iter().enumerate() {
+                    let last = k + 1 == bytes.len();
+                    out.push(SpToken {
+                        id: ids.get(b as usize).copied().unwrap_or(self.unk_id),
+                        begin: ob,
+                        end: if last { oe } else { ob },
+                    });
+                }
+            } else if is_unk && prev_unk {
+                if let Some(t) = out.last_mut() {
+                    t.end = oe;
+                }
+                if let Some(r) = unk_ranges.as_deref_mut().and_then(|v| v.last_mut()) {
+                    r.2 = p.end;
+                }
+            } else {
+                if is_unk {
+                    if let Some(r) = unk_ranges.as_deref_mut() {
+                        r.push((out.len(), p.start, p.end));
+                    }
+                }
+                out.push(SpToken {
+                    id: p.id,
+                    begin: ob,
+                    end: oe,
+                });
+            }
+            covered = covered.max(p.end);
+            prev_unk = is_unk;
+        }
+        if covered != nlen {
+            return Err(Error::invalid("all normalized characters are not consumed"));
+        }
+        Ok(())
+    }
+
+    /// Encode `text`, appending tokens with byte offsets into `text`.
+    pub fn encode(&self, text: &str, out: &mut Vec<SpToken>) -> Result<()> {
+        let mut normalized = String::new();
+        self.encode_core(text, out, &mut normalized, None)
+    }
+
+    /// Encode `text`, appending only the ids.
+    pub fn encode_ids(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        let mut toks = Vec::new();
+        self.encode(text, &mut toks)?;
+        out.extend(toks.iter().map(|t| t.id));
+        Ok(())
+    }
+
+    /// Encode `text`; `pieces` receives the piece strings sentencepiece reports (for a fused
+    /// unknown run: its normalized text).
+    pub fn encode_with_pieces(
+        &self,
+        text: &str,
+        out: &mut Vec<SpToken>,
+        pieces: &mut Vec<String>,
+    ) -> Result<()> {
+        out.clear();
+        pieces.clear();
+        let mut normalized = String::new();
+        let mut unk_ranges = Vec::new();
+        self.encode_core(text, out, &mut normalized, Some(&mut unk_ranges))?;
+        let mut next = unk_ranges.iter().peekable();
+        for (i, t) in out.iter().enumerate() {
+            match next.peek() {
+                Some(&&(k, s, e)) if k == i => {
+                    pieces.push(normalized.get(s..e).unwrap_or_default().to_string());
+                    next.next();
+                }
+                _ => pieces.push(self.id_to_piece(t.id).unwrap_or_default().to_string()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The piece string sentencepiece reports for `tok` (from `encode` on `text`). For an
+    /// unknown run it is the run's text normalized chunk by chunk (what sentencepiece reports
+    /// whenever the run does not include the dummy prefix); use `encode_with_pieces` for the
+    /// exact strings.
+    pub fn piece_text<'a>(&'a self, tok: &SpToken, text: &str) -> Cow<'a, str> {
+        let kind = self.piece_type(tok.id);
+        if kind != Some(PieceType::Unknown) || self.byte_ids.is_some() {
+            return Cow::Borrowed(self.id_to_piece(tok.id).unwrap_or_default());
+        }
+        let surface = text.get(tok.begin..tok.end).unwrap_or_default();
+        let frag = SpNormalizer {
+            add_dummy_prefix: false,
+            remove_extra_whitespaces: false,
+            treat_whitespace_as_suffix: false,
+            ..self.normalizer.clone()
+        };
+        let mut s = String::new();
+        let mut m = Vec::new();
+        match frag.normalize(surface, &mut s, &mut m) {
+            Ok(()) => Cow::Owned(s),
+            Err(_) => Cow::Owned(surface.to_string()),
+        }
+    }
+
+    // ---- vocabulary ----
+
+    pub fn piece_size(&self) -> usize {
+        self.data.pieces.len()
+    }
+
+    pub fn id_to_piece(&self, id: u32) -> Option<&str> {
+        self.data.pieces.get(id as usize).map(|p| p.piece.as_str())
+    }
+
+    /// The id of `piece`, or `None` (sentencepiece itself answers the unknown id).
+    pub fn piece_to_id(&self, piece: &str) -> Option<u32> {
+        self.lookup.get(piece)
+    }
+
+    /// sentencepiece's `PieceToId`: unknown strings give the unknown id.
+    pub fn piece_to_id_or_unk(&self, piece: &str) -> u32 {
+        self.lookup.piece_to_id(piece)
+    }
+
+    pub fn score(&self, id: u32) -> Option<f32> {
+        self.data.pieces.get(id as usize).map(|p| p.score)
+    }
+
+    pub fn piece_type(&self, id: u32) -> Option<PieceType> {
+        self.data.pieces.get(id as usize).map(|p| p.kind)
+    }
+
+    pub fn pieces(&self) -> &[PieceEntry] {
+        &self.data.pieces
+    }
+
+    pub fn model_type(&self) -> ModelType {
+        self.data.model_type
+    }
+
+    pub fn byte_fallback(&self) -> bool {
+        self.data.byte_fallback
+    }
+
+    pub fn normalizer_settings(&self) -> &NormalizerSettings {
+        &self.data.normalizer
+    }
+
+    fn special_id(&self, piece: &str, want: PieceType) -> Option<u32> {
+        let id = self.lookup.piece_to_id(piece);
+        (self.piece_type(id) == Some(want)).then_some(id)
+    }
+
+    pub fn unk_id(&self) -> Option<u32> {
+        self.special_id(&self.data.unk_piece, PieceType::Unknown)
+    }
+    pub fn bos_id(&self) -> Option<u32> {
+        self.special_id(&self.data.bos_piece, PieceType::Control)
+    }
+    pub fn eos_id(&self) -> Option<u32> {
+        self.special_id(&self.data.eos_piece, PieceType::Control)
+    }
+    pub fn pad_id(&self) -> Option<u32> {
+        self.special_id(&self.data.pad_piece, PieceType::Control)
+    }
+
+    /// The id `encode(add_bos=True)` inserts: the bos piece's id, which must not be unknown.
+    pub fn bos_id_for_encode(&self) -> Result<u32> {
+        self.extra_id(&self.data.bos_piece)
+    }
+    /// The id `encode(add_eos=True)` appends.
+    pub fn eos_id_for_encode(&self) -> Result<u32> {
+        self.extra_id(&self.data.eos_piece)
+    }
+    pub fn bos_piece(&self) -> &str {
+        &self.data.bos_piece
+    }
+    pub fn eos_piece(&self) -> &str {
+        &self.data.eos_piece
+    }
+
+    fn extra_id(&self, piece: &str) -> Result<u32> {
+        let id = self.lookup.piece_to_id(piece);
+        if self.piece_type(id) == Some(PieceType::Unknown) {
+            return Err(Error::invalid(format!("id for `{piece}` is not defined.")));
+        }
+        Ok(id)
+    }
+
+    // ---- decoding ----
+
+    /// Decode ids (each must be `< piece_size()`).
+    pub fn decode_ids(&self, ids: &[u32]) -> Result<String> {
+        let mut pieces = Vec::with_capacity(ids.len());
+        for &id in ids {
+            pieces.push(self.id_to_piece(id).ok_or_else(|| {
+                Error::other(format!("piece id is out of range: {id}"))
+            })?);
+        }
+        self.decode_pieces(&pieces)
+    }
+
+    /// Decode piece strings as `SentencePieceProcessor::Decode` does: control pieces vanish,
+    /// `<unk>` becomes the unknown surface (" ⁇ "), other unknown strings are copied as they
+    /// are, runs of byte pieces are reassembled as UTF-8 (each invalid byte becomes U+FFFD),
+    /// ▁ becomes a space, and the first ▁ of the text is dropped when the model adds a dummy
+    /// prefix or removes extra whitespace.
+    pub fn decode_pieces(&self, pieces: &[&str]) -> Result<String> {
+        let mut text = String::new();
+        let mut byte_run: Vec<u8> = Vec::new();
+        let mut is_bos_ws = true;
+        let mut bos_ws_seen = false;
+        let strip_first = self.data.normalizer.add_dummy_prefix
+            || self.data.normalizer.remove_extra_whitespaces;
+        let unk_surface = self.data.unk_surface.as_deref().unwrap_or(" \u{2047} ");
+        for &piece in pieces {
+            let id = self.lookup.piece_to_id(piece);
+            let kind = self.piece_type(id);
+            if kind == Some(PieceType::Byte) {
+                byte_run.push(piece_to_byte(piece).ok_or_else(|| {
+                    Error::invalid(format!("`{piece}` is not a byte piece"))
+                })?);
+                continue;
+            }
+            flush_bytes(&mut byte_run, &mut text);
+            if bos_ws_seen || !text.is_empty() {
+                is_bos_ws = false;
+            }
+            bos_ws_seen = false;
+            match kind {
+                Some(PieceType::Control) => {}
+                Some(PieceType::Unknown) => {
+                    if self.id_to_piece(id) == Some(piece) {
+                        text.push_str(unk_surface);
+                    } else {
+                        text.push_str(piece);
+                    }
+                }
+                _ => {
+                    let mut p = piece;
+                    if is_bos_ws && strip_first {
+                        if let Some(rest) = p.strip_prefix(SPACE_SYMBOL) {
+                            p = rest;
+                            bos_ws_seen = !self.data.normalizer.remove_extra_whitespaces;
+                        }
+                    }
+                    push_unescaped(&mut text, p);
+                }
+            }
+        }
+        flush_bytes(&mut byte_run, &mut text);
+        if let Some(d) = &self.denormalizer {
+            let mut out = String::new();
+            let mut m = Vec::new();
+            // The reference ignores a denormalizer failure and keeps what it produced.
+            if d.normalize(&text, &mut out, &mut m).is_ok() {
+                return Ok(out);
+            }
+            return Ok(String::new());
+        }
+        Ok(text)
+    }
+
+    // ---- serialization ----
+
+    /// The `.model` bytes: the original ones when loaded from a `.model`.
+    pub fn to_model_bytes(&self) -> Vec<u8> {
+        match &self.original {
+            Some(b) => b.clone(),
+            None => proto::write_model(&self.data),
+        }
+    }
+
+    /// The `.spm` text vocabulary (id order, base64 piece, shortest round-trip score, type).
+    pub fn to_spm_text(&self) -> String {
+        crate::formats::spm_text::write_spm(&self.data.pieces)
+    }
+}
+
+fn push_unescaped(text: &mut String, piece: &str) {
+    let mut rest = piece;
+    while let Some(i) = rest.find(SPACE_SYMBOL) {
+        text.push_str(&rest[..i]);
+        text.push(' ');
+        rest = &rest[i + SPACE_SYMBOL.len()..];
+    }
+    text.push_str(rest);
+}
+
+/// Append a run of byte-piece bytes: each valid character as itself, each byte that does not
+/// start a valid character as U+FFFD.
+fn flush_bytes(run: &mut Vec<u8>, text: &mut String) {
+    let mut s = &run[..];
+    while !s.is_empty() {
+        match valid_char_len(s).and_then(|n| std::str::from_utf8(&s[..n]).ok()) {
+            Some(c) => {
+                text.push_str(c);
+                s = &s[c.len()..];
+            }
+            None => {
+                text.push('\u{FFFD}');
+                s = &s[1..];
+            }
+        }
+    }
+    run.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(p: &str, score: f32, kind: PieceType) -> PieceEntry {
+        PieceEntry {
+            piece: p.into(),
+            score,
+            kind,
+        }
+    }
+
+    fn data(pieces: Vec<PieceEntry>, byte_fallback: bool) -> ModelData {
+        ModelData {
+            pieces,
+            model_type: ModelType::Unigram,
+            byte_fallback,
+            treat_whitespace_as_suffix: false,
+            unk_surface: None,
+            unk_piece: "<unk>".into(),
+            bos_piece: "<s>".into(),
+            eos_piece: "</s>".into(),
+            pad_piece: "<pad>".into(),
+            normalizer: NormalizerSettings::default(),
+            denormalizer: None,
+            self_test: vec![],
+        }
+    }
+
+    fn small() -> SentencePiece {
+        use PieceType::*;
+        SentencePiece::from_data(data(
+            vec![
+                entry("<unk>", 0.0, Unknown),
+                entry("<s>", 0.0, Control),
+                entry("</s>", 0.0, Control),
+                entry("▁", -2.0, Normal),
+                entry("a", -1.0, Normal),
+                entry("b", -1.0, Normal),
+                entry("▁a", -1.0, Normal),
+                entry("XY", 0.0, UserDefined),
+            ],
+            false,
+        ))
+        .unwrap()
+    }
+
+    fn enc(sp: &SentencePiece, s: &str) -> Vec<(u32, usize, usize)> {
+        let mut out = vec![];
+        sp.encode(s, &mut out).unwrap();
+        out.iter().map(|t| (t.id, t.begin, t.end)).collect()
+    }
+
+    #[test]
+    fn unknown_runs_fuse_and_map_back_to_bytes() {
+        let sp = small();
+        // "a éé b": ▁a | ▁ (the space) | é é unknown, fused | ▁ | b
+        assert_eq!(
+            enc(&sp, "a éé b"),
+            vec![(6, 0, 1), (3, 1, 2), (0, 2, 6), (3, 6, 7), (5, 7, 8)]
+        );
+        let mut toks = vec![];
+        let mut pieces = vec![];
+        sp.encode_with_pieces("a éé b", &mut toks, &mut pieces).unwrap();
+        assert_eq!(pieces, vec!["▁a", "▁", "éé", "▁", "b"]);
+    }
+
+    #[test]
+    fn user_defined_pieces_keep_the_space_before_them_separate() {
+        // ORACLE-NOTES: `aXYb` → `▁a XY b`; the dummy prefix stays its own piece before XY.
+        let sp = small();
+        assert_eq!(enc(&sp, "aXYb"), vec![(6, 0, 1), (7, 1, 3), (5, 3, 4)]);
+        assert_eq!(enc(&sp, "XY"), vec![(3, 0, 0), (7, 0, 2)]);
+    }
+
+    #[test]
+    fn byte_fallback_offsets() {
+        use PieceType::*;
+        let mut v = vec![entry("<unk>", 0.0, Unknown), entry("a", -1.0, Normal), entry("▁", -1.0, Normal)];
+        for b in 0..=255u8 {
+            v.push(entry(&format!("<0x{b:02X}>"), 0.0, Byte));
+        }
+        let sp = SentencePiece::from_data(data(v, true)).unwrap();
+        // é is C3 A9: the first byte is zero-width at the character's start.
+        let byte = |b: u32| 3 + b;
+        assert_eq!(
+            enc(&sp, "aé"),
+            vec![(2, 0, 0), (1, 0, 1), (byte(0xC3), 1, 1), (byte(0xA9), 1, 3)]
+        );
+        assert_eq!(sp.decode_ids(&[2, 1, byte(0xC3), byte(0xA9), byte(0xC3)]).unwrap(), "aé\u{FFFD}");
+    }
+
+    #[test]
+    fn decoding_rules() {
+        let sp = small();
+        // The first ▁ is dropped (dummy prefix), control pieces vanish, <unk> is " ⁇ ".
+        assert_eq!(sp.decode_ids(&[1, 6, 3, 0, 5, 2]).unwrap(), "a  ⁇ b");
+        // An unknown string is copied raw, ▁ and all.
+        assert_eq!(sp.decode_pieces(&["▁a", "zz", "▁b"]).unwrap(), "azz▁b");
+        assert_eq!(sp.decode_pieces(&["▁a", "zz", "▁", "b"]).unwrap(), "azz b");
+        assert!(sp.decode_ids(&[99]).is_err());
+    }
+
+    #[test]
+    fn load_checks_follow_the_reference() {
+        use PieceType::*;
+        let no_unk = data(vec![entry("a", 0.0, Normal)], false);
+        assert!(SentencePiece::from_data(no_unk).is_err());
+        let dup = data(
+            vec![entry("<unk>", 0.0, Unknown), entry("a", 0.0, Normal), entry("a", 0.0, UserDefined)],
+            false,
+        );
+        assert!(SentencePiece::from_data(dup).is_err());
+        let byte_without_fallback = data(
+            vec![entry("<unk>", 0.0, Unknown), entry("<0x41>", 0.0, Byte), entry("a", 0.0, Normal)],
+            false,
+        );
+        assert!(SentencePiece::from_data(byte_without_fallback).is_err());
+        let missing_bytes = data(
+            vec![entry("<unk>", 0.0, Unknown), entry("<0x41>", 0.0, Byte), entry("a", 0.0, Normal)],
+            true,
+        );
+        assert!(SentencePiece::from_data(missing_bytes).is_err());
+    }
+
+    #[test]
+    fn piece_to_byte_is_strict() {
+        assert_eq!(piece_to_byte("<0x0A>"), Some(10));
+        assert_eq!(piece_to_byte("<0x0a>"), None);
+        assert_eq!(piece_to_byte("<0x1>"), None);
+    }
+}

@@ -38,6 +38,12 @@ pub trait Pattern {
     fn find_matches(&self, inside: &str) -> Result<Vec<((usize, usize), bool)>>;
 }
 
+impl<P: Pattern> Pattern for &P {
+    fn find_matches(&self, inside: &str) -> Result<Vec<((usize, usize), bool)>> {
+        (*self).find_matches(inside)
+    }
+}
+
 /// Matches every character for which the predicate holds, one character per match.
 pub struct CharPredicate<F: Fn(char) -> bool>(pub F);
 
@@ -144,7 +150,7 @@ impl NormalizedString {
         let mut alignments = Vec::with_capacity(s.len());
         for (b, c) in s.char_indices() {
             let l = c.len_utf8();
-            alignments.extend(std::iter::repeat_n((b, b + l), l));
+            alignments.extend(std::iter::repeat((b, b + l)).take(l));
         }
         NormalizedString {
             original_len: s.len(),
@@ -279,7 +285,7 @@ impl NormalizedString {
                     .sum();
                 offset += removed;
             }
-            new_align.extend(std::iter::repeat_n(align, c.len_utf8()));
+            new_align.extend(std::iter::repeat(align).take(c.len_utf8()));
             new_text.push(c);
         }
         self.alignments.splice(r.clone(), new_align);
@@ -373,20 +379,47 @@ impl NormalizedString {
     }
 
     pub fn map(&mut self, f: impl Fn(char) -> char) -> &mut Self {
-        let t: Vec<(char, isize)> = self.normalized.chars().map(|c| (f(c), 0)).collect();
-        self.transform(t, 0);
+        self.rewrite_chars(|c, out| out(f(c)));
         self
     }
 
     pub fn lowercase(&mut self) -> &mut Self {
-        let mut t = Vec::with_capacity(self.normalized.len());
-        for c in self.normalized.chars() {
-            for (i, l) in c.to_lowercase().enumerate() {
-                t.push((l, isize::from(i > 0)));
+        self.rewrite_chars(|c, out| {
+            for l in super::unicode::to_lowercase(c) {
+                out(l);
             }
-        }
-        self.transform(t, 0);
+        });
         self
+    }
+
+    /// Replace each character by the characters `f` emits, every one of them aligned to the
+    /// character it came from. This is what `transform` makes of `(first, 0), (next, 1)...`
+    /// per character (an insertion copies the alignment of the byte before it, which belongs
+    /// to the same source character), done in one pass without the change list.
+    fn rewrite_chars(&mut self, mut f: impl FnMut(char, &mut dyn FnMut(char))) {
+        let mut text = String::with_capacity(self.normalized.len());
+        let mut align = Vec::with_capacity(self.alignments.len());
+        let mut changed = false;
+        for (b, c) in self.normalized.char_indices() {
+            let a = self.alignments[b];
+            let before = text.len();
+            let mut n = 0;
+            f(c, &mut |x: char| {
+                text.push(x);
+                n += 1;
+                if n > 1 || x != c {
+                    changed = true;
+                }
+            });
+            if n == 0 {
+                changed = true;
+            }
+            align.extend(std::iter::repeat(a).take(text.len() - before));
+        }
+        if changed {
+            self.normalized = text;
+            self.alignments = align;
+        }
     }
 
     pub fn uppercase(&mut self) -> &mut Self {
@@ -423,7 +456,7 @@ impl NormalizedString {
                 (0, 0)
             };
             for c in content.chars() {
-                align.extend(std::iter::repeat_n(a, c.len_utf8()));
+                align.extend(std::iter::repeat(a).take(c.len_utf8()));
                 text.push(c);
             }
             last_end = end;
@@ -526,7 +559,7 @@ impl NormalizedString {
         let leading = if left {
             self.normalized
                 .chars()
-                .take_while(|c| c.is_whitespace())
+                .take_while(|c| super::unicode::is_whitespace(*c))
                 .count()
         } else {
             0
@@ -535,7 +568,7 @@ impl NormalizedString {
             self.normalized
                 .chars()
                 .rev()
-                .take_while(|c| c.is_whitespace())
+                .take_while(|c| super::unicode::is_whitespace(*c))
                 .count()
         } else {
             0

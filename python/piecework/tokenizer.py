@@ -1,0 +1,347 @@
+"""The `Tokenizer` class: the surface of `tokenizers.Tokenizer`, over the Rust core.
+
+Everything per text (and so per token) happens in Rust with the GIL released; this module only
+reads files, picks a loader and forwards calls.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any, Union
+
+from . import _core
+from ._core import Encoding, UnsupportedModelError
+
+__all__ = ["Tokenizer", "detect_kind"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+InputSequence = Union[str, Sequence[str]]
+EncodeInput = Union[InputSequence, tuple[InputSequence, InputSequence], list[InputSequence]]
+
+# One line of a `.spm` text vocabulary: base64 of the piece, the score, the piece type.
+_SPM_LINE = re.compile(rb"^[A-Za-z0-9+/]+={0,2}[ \t]+[^ \t\r\n]+[ \t]+[0-9]+\r?$")
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A protobuf varint at `pos`: (value, next position); (-1, pos) when malformed."""
+    value = 0
+    for shift in range(0, 64, 7):
+        if pos >= len(data):
+            return -1, pos
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+    return -1, pos
+
+
+def _looks_like_model_proto(data: bytes) -> bool:
+    """A SentencePiece ModelProto starts with its pieces (field 1, length-delimited), each a
+    message whose own field 1 is the piece string. Checking the first entries is enough to
+    tell it from text (a text file starting with a blank line also starts with 0x0A)."""
+    pos = 0
+    checked = 0
+    while pos < len(data) and checked < 4:
+        if data[pos] != 0x0A:
+            return checked > 0
+        length, start = _read_varint(data, pos + 1)
+        if length < 0 or start + length > len(data):
+            return False
+        # The entry: field 1 (piece, wire type 2) first, its length inside the entry.
+        if length < 2 or data[start] != 0x0A:
+            return False
+        plen, pstart = _read_varint(data, start + 1)
+        if plen < 0 or pstart + plen > start + length:
+            return False
+        pos = start + length
+        checked += 1
+    return checked > 0
+
+
+def _looks_like_spm_text(data: bytes) -> bool:
+    lines = [ln for ln in data[:4096].split(b"\n")[:8] if ln.strip()]
+    if len(data) > 4096 and len(lines) > 1:
+        lines = lines[:-1]  # the last line may be cut
+    return bool(lines) and all(_SPM_LINE.match(ln) for ln in lines)
+
+
+def detect_kind(data: bytes) -> str:
+    """What a tokenizer file holds, by its content (never by its name):
+    ``"tokenizer.json"``, ``"sentencepiece"`` (a protobuf .model), ``"spm"`` (the text
+    vocabulary ``base64 score type``) or ``"vocab.txt"`` (one WordPiece token per line)."""
+    head = data[:64].lstrip(b" \t\r\n")
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:].lstrip(b" \t\r\n")
+    if head.startswith(b"{"):
+        return "tokenizer.json"
+    if _looks_like_model_proto(data):
+        return "sentencepiece"
+    if _looks_like_spm_text(data):
+        return "spm"
+    return "vocab.txt"
+
+
+def _read(path_or_bytes: PathLike | bytes | bytearray | memoryview) -> bytes:
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        return bytes(path_or_bytes)
+    with open(os.fspath(path_or_bytes), "rb") as f:
+        return f.read()
+
+
+def _core_constructor(name: str) -> Any:
+    ctor = getattr(_core.Tokenizer, name, None)
+    if ctor is None:
+        raise UnsupportedModelError(f"this build of piecework has no `{name}` loader")
+    return ctor
+
+
+class Tokenizer:
+    """A tokenizer: text in, `Encoding` out, exactly as `tokenizers.Tokenizer` does it.
+
+    Build one with `from_file`, `from_str`, `from_buffer`, `from_wordpiece_vocab`,
+    `from_sentencepiece` or `from_spm_vocab`. The vocabulary is immutable and shared between
+    copies; padding and truncation are per object and may be changed while other threads encode.
+    """
+
+    __slots__ = ("_source", "_tok")
+
+    def __init__(self, tokenizer: _core.Tokenizer, _source: tuple[Any, ...] | None = None):
+        if not isinstance(tokenizer, _core.Tokenizer):
+            raise TypeError(
+                "Tokenizer() takes a piecework._core.Tokenizer; use Tokenizer.from_file"
+            )
+        self._tok = tokenizer
+        # How to rebuild a tokenizer that was not loaded from JSON (for pickling): (kind, data,
+        # options). None for tokenizer.json.
+        self._source = _source
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def from_file(cls, path: PathLike) -> Tokenizer:
+        """Load any supported file, recognised by its content: a tokenizer.json, a SentencePiece
+        .model (protobuf, whatever its name), a .spm text vocabulary or a BERT vocab.txt."""
+        data = _read(path)
+        kind = detect_kind(data)
+        if kind == "tokenizer.json":
+            return cls.from_buffer(data)
+        if kind == "sentencepiece":
+            return cls.from_sentencepiece(data)
+        if kind == "spm":
+            return cls._from_spm_bytes(data, {})
+        return cls._from_vocab_bytes(data, None, None)
+
+    @classmethod
+    def from_str(cls, json: str) -> Tokenizer:
+        """Load a tokenizer.json document given as a string."""
+        return cls(_core.Tokenizer.from_str(json))
+
+    @classmethod
+    def from_buffer(cls, buffer: bytes | bytearray | memoryview) -> Tokenizer:
+        """Load a tokenizer.json document given as UTF-8 bytes."""
+        return cls(_core.Tokenizer.from_buffer(bytes(buffer)))
+
+    @classmethod
+    def from_wordpiece_vocab(
+        cls,
+        path: PathLike | bytes,
+        lowercase: bool | None = None,
+        strip_accents: bool | None = None,
+    ) -> Tokenizer:
+        """A BERT tokenizer from a vocab.txt. `lowercase=None` guesses the casing from the
+        vocabulary; `strip_accents=None` follows `lowercase`."""
+        return cls._from_vocab_bytes(_read(path), lowercase, strip_accents)
+
+    @classmethod
+    def from_sentencepiece(cls, path_or_bytes: PathLike | bytes) -> Tokenizer:
+        """A tokenizer from a SentencePiece .model (protobuf), as sentencepiece runs it."""
+        data = _read(path_or_bytes)
+        core = _core_constructor("from_sentencepiece")(data)
+        return cls(core, ("sentencepiece", data, {}))
+
+    @classmethod
+    def from_spm_vocab(
+        cls,
+        path: PathLike | bytes,
+        *,
+        model_type: str = "bpe",
+        add_dummy_prefix: bool = False,
+        remove_extra_whitespaces: bool = False,
+        byte_fallback: bool = True,
+    ) -> Tokenizer:
+        """A tokenizer from a .spm text vocabulary (lines ``base64(piece) score type``); the
+        file carries no settings, so they are given here."""
+        if model_type not in ("bpe", "unigram"):
+            raise _core.TokenizerError(
+                f"Unknown `model_type`: `{model_type}`. Use one of `bpe` or `unigram`"
+            )
+        opts = {
+            "model_type": model_type,
+            "add_dummy_prefix": bool(add_dummy_prefix),
+            "remove_extra_whitespaces": bool(remove_extra_whitespaces),
+            "byte_fallback": bool(byte_fallback),
+        }
+        return cls._from_spm_bytes(_read(path), opts)
+
+    @classmethod
+    def _from_vocab_bytes(
+        cls, data: bytes, lowercase: bool | None, strip_accents: bool | None
+    ) -> Tokenizer:
+        core = _core_constructor("from_vocab_txt")(data, lowercase, strip_accents)
+        return cls(
+            core, ("vocab.txt", data, {"lowercase": lowercase, "strip_accents": strip_accents})
+        )
+
+    @classmethod
+    def _from_spm_bytes(cls, data: bytes, opts: dict[str, Any]) -> Tokenizer:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise _core.InvalidDataError(f".spm vocabulary is not UTF-8: {e}") from None
+        core = _core_constructor("from_spm_text")(text, **opts)
+        return cls(core, ("spm", data, dict(opts)))
+
+    # ----------------------------------------------------------------- serialization
+    def to_str(self, pretty: bool = False) -> str:
+        """The tokenizer.json document (with the current padding and truncation)."""
+        return self._tok.to_str(pretty)
+
+    def save(self, path: PathLike, pretty: bool = True) -> None:
+        """Write the tokenizer.json document to `path`."""
+        text = self.to_str(pretty)
+        with open(os.fspath(path), "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        if self._source is None:
+            return ("json", self.to_str(False))
+        kind, data, opts = self._source
+        return (kind, data, opts, self.padding, self.truncation)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        if state[0] == "json":
+            other = Tokenizer.from_str(state[1])
+        else:
+            kind, data, opts, padding, truncation = state
+            if kind == "sentencepiece":
+                other = Tokenizer.from_sentencepiece(data)
+            elif kind == "spm":
+                other = Tokenizer._from_spm_bytes(data, opts)
+            elif kind == "vocab.txt":
+                other = Tokenizer._from_vocab_bytes(data, opts["lowercase"], opts["strip_accents"])
+            else:
+                raise _core.InvalidDataError(f"unknown pickled tokenizer kind {kind!r}")
+            other.no_padding()
+            other.no_truncation()
+            if padding is not None:
+                other.enable_padding(**padding)
+            if truncation is not None:
+                other.enable_truncation(**truncation)
+        self._tok = other._tok
+        self._source = other._source
+
+    def __copy__(self) -> Tokenizer:
+        # The core is immutable and shared; the configuration becomes independent.
+        return Tokenizer(self._tok.copy(), self._source)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tokenizer:
+        return self.__copy__()
+
+    # ----------------------------------------------------------------- encoding
+    def encode(
+        self,
+        sequence: InputSequence,
+        pair: InputSequence | None = None,
+        is_pretokenized: bool = False,
+        add_special_tokens: bool = True,
+    ) -> Encoding:
+        """Encode one sequence (a str, or a list of words with `is_pretokenized=True`), or a pair."""
+        return self._tok.encode(sequence, pair, is_pretokenized, add_special_tokens)
+
+    def encode_batch(
+        self,
+        inputs: Iterable[EncodeInput],
+        is_pretokenized: bool = False,
+        add_special_tokens: bool = True,
+    ) -> list[Encoding]:
+        """Encode many inputs in parallel; each is a sequence or a `(first, pair)` tuple/list."""
+        return self._tok.encode_batch(inputs, is_pretokenized, add_special_tokens)
+
+    def encode_batch_fast(
+        self,
+        inputs: Iterable[EncodeInput],
+        is_pretokenized: bool = False,
+        add_special_tokens: bool = True,
+    ) -> list[Encoding]:
+        """Same as `encode_batch` (offsets cost nothing extra here)."""
+        return self._tok.encode_batch(inputs, is_pretokenized, add_special_tokens)
+
+    def encode_ids(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """Only the ids of one text, without padding: the fastest path."""
+        return self._tok.encode_ids(text, add_special_tokens)
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        return self._tok.decode(ids, skip_special_tokens)
+
+    def decode_batch(
+        self, sequences: Sequence[Sequence[int]], skip_special_tokens: bool = True
+    ) -> list[str]:
+        return self._tok.decode_batch(sequences, skip_special_tokens)
+
+    # ----------------------------------------------------------------- vocabulary
+    def token_to_id(self, token: str) -> int | None:
+        return self._tok.token_to_id(token)
+
+    def id_to_token(self, id: int) -> str | None:
+        return self._tok.id_to_token(id)
+
+    def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
+        return self._tok.get_vocab(with_added_tokens)
+
+    def get_vocab_size(self, with_added_tokens: bool = True) -> int:
+        return self._tok.get_vocab_size(with_added_tokens)
+
+    # ----------------------------------------------------------------- padding / truncation
+    def enable_padding(
+        self,
+        direction: str = "right",
+        pad_id: int = 0,
+        pad_type_id: int = 0,
+        pad_token: str = "[PAD]",
+        length: int | None = None,
+        pad_to_multiple_of: int | None = None,
+    ) -> None:
+        self._tok.enable_padding(
+            direction, pad_id, pad_type_id, pad_token, length, pad_to_multiple_of
+        )
+
+    def no_padding(self) -> None:
+        self._tok.no_padding()
+
+    @property
+    def padding(self) -> dict[str, Any] | None:
+        """The padding settings as `tokenizers` reports them, or None."""
+        return self._tok.padding
+
+    def enable_truncation(
+        self,
+        max_length: int,
+        stride: int = 0,
+        strategy: str = "longest_first",
+        direction: str = "right",
+    ) -> None:
+        self._tok.enable_truncation(max_length, stride, strategy, direction)
+
+    def no_truncation(self) -> None:
+        self._tok.no_truncation()
+
+    @property
+    def truncation(self) -> dict[str, Any] | None:
+        """The truncation settings as `tokenizers` reports them, or None."""
+        return self._tok.truncation
+
+    def __repr__(self) -> str:
+        kind = "tokenizer.json" if self._source is None else self._source[0]
+        return f"<piecework.Tokenizer from {kind}, vocab size {self.get_vocab_size()}>"

@@ -1,0 +1,149 @@
+//! Fast paths for common pipelines, exact by construction.
+//!
+//! The general pipeline builds a `NormalizedString` (text plus a per-byte alignment) for every
+//! word. For the pipelines most users run, almost all text is ASCII words between ASCII
+//! whitespace, where every stage is the identity or a byte-for-byte map. A fast path cuts the
+//! text at ASCII whitespace into chunks; an ASCII chunk is normalized and split right here,
+//! without alignments; any other chunk goes through the general pipeline on its own. This is
+//! exact only when the general pipeline is *chunk-separable* at ASCII whitespace (no stage looks
+//! across a whitespace character), which `FastPath::detect` checks from the configuration.
+
+use serde_json::Value;
+
+/// What the fast path knows about the pipeline's normalizer and pre-tokenizer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FastPath {
+    /// BertNormalizer (any flags) + BertPreTokenizer: ASCII words are lowercased (if asked)
+    /// and split at ASCII punctuation, each punctuation character a word of its own.
+    Bert { lowercase: bool },
+}
+
+impl FastPath {
+    /// The fast path a tokenizer.json document allows, if any.
+    pub(crate) fn detect(json: &Value) -> Option<FastPath> {
+        let norm = json.get("normalizer")?;
+        let pre = json.get("pre_tokenizer")?;
+        if norm.get("type")?.as_str()? != "BertNormalizer"
+            || pre.get("type")?.as_str()? != "BertPreTokenizer"
+        {
+            return None;
+        }
+        let lowercase = norm
+            .get("lowercase")
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
+        Some(FastPath::Bert { lowercase })
+    }
+}
+
+/// A piece of one input segment, in the order the general pipeline would produce words.
+pub(crate) enum Piece {
+    /// An ASCII word, already normalized into the scratch buffer; `start` is its byte offset
+    /// in the segment (normalized and original bytes correspond one to one).
+    Word { start: usize },
+    /// A chunk the general pipeline must handle: bytes `start..end` of the segment.
+    Slow { start: usize, end: usize },
+}
+
+#[inline]
+fn is_ascii_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+impl FastPath {
+    /// Walk `segment`, calling `f` for each piece; for `Piece::Word` the normalized word is in
+    /// `word`.
+    pub(crate) fn for_each_piece<E>(
+        &self,
+        segment: &str,
+        word: &mut String,
+        mut f: impl FnMut(Piece, &str) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let FastPath::Bert { lowercase } = *self;
+        let bytes = segment.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if is_ascii_ws(bytes[i]) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            let mut simple = true;
+            while i < bytes.len() && !is_ascii_ws(bytes[i]) {
+                let b = bytes[i];
+                // Non-ASCII, and ASCII controls (which clean_text drops), take the slow road.
+                if !(0x21..0x7f).contains(&b) {
+                    simple = false;
+                }
+                i += 1;
+            }
+            if !simple {
+                f(Piece::Slow { start, end: i }, word)?;
+                continue;
+            }
+            let mut w = start;
+            for j in start..i {
+                if bytes[j].is_ascii_punctuation() {
+                    if w < j {
+                        fill(word, &bytes[w..j], lowercase);
+                        f(Piece::Word { start: w }, word)?;
+                    }
+                    fill(word, &bytes[j..j + 1], false);
+                    f(Piece::Word { start: j }, word)?;
+                    w = j + 1;
+                }
+            }
+            if w < i {
+                fill(word, &bytes[w..i], lowercase);
+                f(Piece::Word { start: w }, word)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[inline]
+fn fill(word: &mut String, src: &[u8], lowercase: bool) {
+    word.clear();
+    // `src` is printable ASCII, so each byte is a char.
+    for &b in src {
+        word.push(if lowercase { b.to_ascii_lowercase() } else { b } as char);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pieces(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut word = String::new();
+        FastPath::Bert { lowercase: true }
+            .for_each_piece::<()>(text, &mut word, |p, w| {
+                out.push(match p {
+                    Piece::Word { start } => format!("{w}@{start}"),
+                    Piece::Slow { start, end } => format!("slow:{}", &text[start..end]),
+                });
+                Ok(())
+            })
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn splits_ascii_words_and_punctuation() {
+        assert_eq!(
+            pieces("Hey friend!  How?"),
+            vec!["hey@0", "friend@4", "!@10", "how@13", "?@16"]
+        );
+    }
+
+    #[test]
+    fn non_ascii_and_controls_go_slow() {
+        assert_eq!(
+            pieces("a café\u{1}x b"),
+            vec!["a@0", "slow:café\u{1}x", "b@10"]
+        );
+        assert_eq!(pieces("a\u{1}b"), vec!["slow:a\u{1}b"]);
+    }
+}

@@ -1,0 +1,148 @@
+//! Precompiled: the SentencePiece normalization rules stored in a tokenizer.json (base64).
+//!
+//! The reference walks extended grapheme clusters. A cluster shorter than 6 bytes that has a
+//! rule for any of its prefixes is replaced WHOLE by the replacement of the SHORTEST such
+//! prefix; otherwise each character is looked up on its own. Alignments come from a change
+//! list built the reference's way (see `push_replacement`).
+
+use super::config::Obj;
+use super::Normalizer;
+use crate::charsmap::CharsMap;
+use crate::error::{Error, Result};
+use crate::text::NormalizedString;
+use base64::Engine;
+use unicode_segmentation::UnicodeSegmentation;
+
+pub struct Precompiled {
+    map: CharsMap,
+}
+
+/// base64 as the reference decodes it (base64 0.13 `decode`: padding optional, no trailing
+/// bits).
+fn decode_base64(s: &str) -> std::result::Result<Vec<u8>, base64::DecodeError> {
+    let engine = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        base64::engine::GeneralPurposeConfig::new()
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+    );
+    engine.decode(s)
+}
+
+impl Precompiled {
+    /// From the decoded charsmap bytes, with the reference's load checks: a 4-byte header,
+    /// the whole trie present, and a replacement blob that is valid UTF-8 as a whole.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let what = "normalizer `Precompiled`: field `precompiled_charsmap`";
+        let head: [u8; 4] = bytes
+            .get(..4)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| {
+                Error::invalid(format!("{what}: cannot parse (shorter than 4 bytes)"))
+            })?;
+        let trie_bytes = (u32::from_le_bytes(head) as usize / 4) * 4;
+        let blob = bytes
+            .get(4 + trie_bytes..)
+            .ok_or_else(|| Error::invalid(format!("{what}: cannot parse (trie truncated)")))?;
+        if std::str::from_utf8(blob).is_err() {
+            return Err(Error::invalid(format!(
+                "{what}: the replacement strings are not valid UTF-8"
+            )));
+        }
+        let map = CharsMap::parse(bytes).map_err(|e| e.context(what))?;
+        Ok(Precompiled { map })
+    }
+
+    pub(crate) fn from_obj(o: &Obj) -> Result<Self> {
+        let s = o.req_str("precompiled_charsmap")?;
+        let bytes = decode_base64(s).map_err(|e| {
+            Error::invalid(format!(
+                "normalizer `Precompiled`: field `precompiled_charsmap` is not base64: {e}"
+            ))
+        })?;
+        Precompiled::from_bytes(&bytes)
+    }
+}
+
+/// Append the changes that turn `old` into `new`: every new char replaces (0); when `new` is
+/// longer, its last extra chars are insertions (1); when shorter, the last change entry (which
+/// may belong to an EARLIER replacement when `new` is empty) absorbs the removal.
+fn push_replacement(t: &mut Vec<(char, isize)>, old: &str, new: &str) {
+    let old_count = old.chars().count() as isize;
+    let new_count = new.chars().count() as isize;
+    let diff = new_count - old_count;
+    t.extend(new.chars().map(|c| (c, 0)));
+    if diff > 0 {
+        let n = t.len();
+        for e in &mut t[n - diff as usize..] {
+            e.1 = 1;
+        }
+    } else if diff < 0 {
+        if let Some(last) = t.last_mut() {
+            last.1 += diff;
+        }
+    }
+}
+
+impl Normalizer for Precompiled {
+    fn normalize(&self, n: &mut NormalizedString) -> Result<()> {
+        if self.map.is_empty() {
+            return Ok(());
+        }
+        let text = n.get();
+        let mut t: Vec<(char, isize)> = Vec::with_capacity(text.len());
+        let mut modified = false;
+        for g in text.graphemes(true) {
+            if g.len() < 6 {
+                if let Some((_, rep)) = self.map.shortest_match(g.as_bytes()) {
+                    modified = true;
+                    push_replacement(&mut t, g, rep);
+                    continue;
+                }
+            }
+            for (i, c) in g.char_indices() {
+                let part = &g[i..i + c.len_utf8()];
+                match self.map.shortest_match(part.as_bytes()) {
+                    Some((_, rep)) => {
+                        modified = true;
+                        push_replacement(&mut t, part, rep);
+                    }
+                    None => t.push((c, 0)),
+                }
+            }
+        }
+        if modified {
+            n.transform(t, 0);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replacement_changes() {
+        // One char to two: the second is an insertion.
+        let mut t = vec![];
+        push_replacement(&mut t, "™", "TM");
+        assert_eq!(t, vec![('T', 0), ('M', 1)]);
+        // A removal is charged to the previous entry.
+        push_replacement(&mut t, "\u{1e}", "");
+        assert_eq!(t, vec![('T', 0), ('M', 0)]);
+        t.push(('g', 0));
+        let mut n = NormalizedString::from("™\u{1e}g");
+        n.transform(t, 0);
+        assert_eq!(n.get(), "TMg");
+        assert_eq!(n.convert_normalized_range(2..3), Some(4..5));
+    }
+
+    #[test]
+    fn load_checks() {
+        assert!(Precompiled::from_bytes(&[]).is_err());
+        assert!(Precompiled::from_bytes(&[8, 0, 0, 0, 0, 0, 0, 0]).is_err());
+        // Empty trie, blob with invalid UTF-8.
+        assert!(Precompiled::from_bytes(&[0, 0, 0, 0, 0xff]).is_err());
+        assert!(Precompiled::from_bytes(&[0, 0, 0, 0, b'a', 0]).is_ok());
+    }
+}

@@ -1,0 +1,261 @@
+//! The sentencepiece normalizer: the model's compiled charsmap applied longest-match first,
+//! user-defined pieces copied through unnormalized, whitespace escaped to U+2581, the dummy
+//! prefix, and removal of extra spaces, with a map from every normalized byte back to the
+//! byte of the original text its chunk started at (`norm_to_orig`, one entry longer than the
+//! normalized string).
+
+use super::trie::ByteTrie;
+use crate::charsmap::CharsMap;
+use crate::error::{Error, Result};
+
+pub(crate) const SPACE_SYMBOL: &str = "\u{2581}";
+const REPLACEMENT: &[u8] = "\u{FFFD}".as_bytes();
+
+#[derive(Debug, Clone, Default)]
+pub struct SpNormalizer {
+    pub(crate) charsmap: CharsMap,
+    /// Longest-match table of the user-defined pieces (matched on the raw text).
+    pub(crate) user_defined: Option<ByteTrie>,
+    pub add_dummy_prefix: bool,
+    pub remove_extra_whitespaces: bool,
+    pub escape_whitespaces: bool,
+    pub treat_whitespace_as_suffix: bool,
+}
+
+/// Length of the UTF-8 sequence a lead byte announces, as the reference's table gives it
+/// (a stray continuation byte counts as one).
+#[inline]
+pub(crate) fn one_char_len(b: u8) -> usize {
+    const T: [u8; 16] = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4];
+    T[(b >> 4) as usize] as usize
+}
+
+/// Decode one character the way the reference does: `Some(len)` for a valid scalar value
+/// encoded in shortest form, `None` for anything else (the caller consumes one byte).
+pub(crate) fn valid_char_len(s: &[u8]) -> Option<usize> {
+    let b0 = *s.first()?;
+    if b0 < 0x80 {
+        return Some(1);
+    }
+    let trail = |i: usize| s.get(i).is_some_and(|&b| (b & 0xc0) == 0x80);
+    let ok = |cp: u32| cp < 0xd800 || (0xe000..=0x10ffff).contains(&cp);
+    if (b0 & 0xe0) == 0xc0 && s.len() >= 2 {
+        let cp = (u32::from(b0 & 0x1f) << 6) | u32::from(s[1] & 0x3f);
+        if trail(1) && cp >= 0x80 && ok(cp) {
+            return Some(2);
+        }
+    } else if (b0 & 0xf0) == 0xe0 && s.len() >= 3 {
+        let cp = (u32::from(b0 & 0x0f) << 12)
+            | (u32::from(s[1] & 0x3f) << 6)
+            | u32::from(s[2] & 0x3f);
+        if trail(1) && trail(2) && cp >= 0x800 && ok(cp) {
+            return Some(3);
+        }
+    } else if (b0 & 0xf8) == 0xf0 && s.len() >= 4 {
+        let cp = (u32::from(b0 & 0x07) << 18)
+            | (u32::from(s[1] & 0x3f) << 12)
+            | (u32::from(s[2] & 0x3f) << 6)
+            | u32::from(s[3] & 0x3f);
+        if trail(1) && trail(2) && trail(3) && cp >= 0x10000 && ok(cp) {
+            return Some(4);
+        }
+    }
+    None
+}
+
+impl SpNormalizer {
+    /// The normalization of the longest rule at the start of `input` and how many input bytes
+    /// it consumes.
+    fn normalize_prefix<'a>(&'a self, input: &'a [u8]) -> Result<(&'a [u8], usize)> {
+        if let Some(ud) = &self.user_defined {
+            if let Some((len, _)) = ud.longest_prefix(input) {
+                return Ok((&input[..len], len));
+            }
+        }
+        if !self.charsmap.is_empty() {
+            let mut best: Option<(usize, u32)> = None;
+            self.charsmap
+                .common_prefix_search(input, |len, v| best = Some((len, v)));
+            if let Some((len, v)) = best {
+                let rep = self.charsmap.replacement(v).ok_or_else(|| {
+                    Error::invalid(
+                        "precompiled_charsmap: a rule points outside its replacement table or is not UTF-8",
+                    )
+                })?;
+                return Ok((rep.as_bytes(), len));
+            }
+        }
+        match valid_char_len(input) {
+            Some(n) => Ok((&input[..n], n)),
+            None => Ok((REPLACEMENT, 1)),
+        }
+    }
+
+    /// Normalize `input` into `normalized`, filling `norm_to_orig` (original byte offset of the
+    /// chunk each normalized byte came from, plus one final entry). Both are empty when the
+    /// input normalizes to nothing.
+    pub fn normalize(
+        &self,
+        input: &str,
+        normalized: &mut String,
+        norm_to_orig: &mut Vec<usize>,
+    ) -> Result<()> {
+        normalized.clear();
+        norm_to_orig.clear();
+        let mut inp = input.as_bytes();
+        if inp.is_empty() {
+            return Ok(());
+        }
+        let mut consumed = 0usize;
+        if self.remove_extra_whitespaces {
+            while !inp.is_empty() {
+                let (p, n) = self.normalize_prefix(inp)?;
+                if p != b" " {
+                    break;
+                }
+                inp = &inp[n..];
+                consumed += n;
+            }
+        }
+        if inp.is_empty() {
+            return Ok(());
+        }
+        let mut out: Vec<u8> = std::mem::take(normalized).into_bytes();
+        out.reserve(inp.len() * 3);
+        norm_to_orig.reserve(inp.len() * 3);
+        let escape = self.escape_whitespaces;
+        let add_ws = |out: &mut Vec<u8>, n2o: &mut Vec<usize>, consumed: usize| {
+            if escape {
+                out.extend_from_slice(SPACE_SYMBOL.as_bytes());
+                n2o.extend_from_slice(&[consumed; 3]);
+            } else {
+                out.push(b' ');
+                n2o.push(consumed);
+            }
+        };
+        if !self.treat_whitespace_as_suffix && self.add_dummy_prefix {
+            add_ws(&mut out, norm_to_orig, consumed);
+        }
+        let mut is_prev_space = self.remove_extra_whitespaces;
+        while !inp.is_empty() {
+            let (mut sp, n) = self.normalize_prefix(inp)?;
+            while is_prev_space && sp.first() == Some(&b' ') {
+                sp = &sp[1..];
+            }
+            if !sp.is_empty() {
+                for &b in sp {
+                    if escape && b == b' ' {
+                        out.extend_from_slice(SPACE_SYMBOL.as_bytes());
+                        norm_to_orig.extend_from_slice(&[consumed; 3]);
+                    } else {
+                        out.push(b);
+                        norm_to_orig.push(consumed);
+                    }
+                }
+                is_prev_space = sp.last() == Some(&b' ');
+            }
+            consumed += n;
+            inp = &inp[n..];
+            if !self.remove_extra_whitespaces {
+                is_prev_space = false;
+            }
+        }
+        if self.remove_extra_whitespaces {
+            let space: &[u8] = if escape { SPACE_SYMBOL.as_bytes() } else { b" " };
+            while out.ends_with(space) {
+                let len = out.len() - space.len();
+                consumed = norm_to_orig[len];
+                out.truncate(len);
+                norm_to_orig.truncate(len);
+            }
+        }
+        if self.treat_whitespace_as_suffix && self.add_dummy_prefix {
+            add_ws(&mut out, norm_to_orig, consumed);
+        }
+        norm_to_orig.push(consumed);
+        *normalized = String::from_utf8(out)
+            .map_err(|_| Error::invalid("sentencepiece normalizer produced invalid UTF-8"))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn norm(n: &SpNormalizer, s: &str) -> (String, Vec<usize>) {
+        let mut out = String::new();
+        let mut map = vec![];
+        n.normalize(s, &mut out, &mut map).unwrap();
+        (out, map)
+    }
+
+    fn default_norm() -> SpNormalizer {
+        SpNormalizer {
+            add_dummy_prefix: true,
+            remove_extra_whitespaces: true,
+            escape_whitespaces: true,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn collapses_and_trims_spaces_with_dummy_prefix() {
+        let n = default_norm();
+        let (s, m) = norm(&n, "  a  b ");
+        assert_eq!(s, "▁a▁b");
+        // The dummy ▁ maps to where the text starts after the leading spaces; the ▁ between
+        // the words maps to the first space of the run; the final entry is the trimmed end.
+        assert_eq!(m, vec![2, 2, 2, 2, 3, 3, 3, 5, 6]);
+        assert_eq!(norm(&n, "   ").0, "");
+        assert_eq!(norm(&n, "").1, Vec::<usize>::new());
+    }
+
+    #[test]
+    fn keeps_spaces_when_asked() {
+        let n = SpNormalizer {
+            add_dummy_prefix: false,
+            remove_extra_whitespaces: false,
+            escape_whitespaces: true,
+            ..Default::default()
+        };
+        assert_eq!(norm(&n, "a  b ").0, "a▁▁b▁");
+        let n = SpNormalizer {
+            add_dummy_prefix: true,
+            treat_whitespace_as_suffix: true,
+            remove_extra_whitespaces: true,
+            escape_whitespaces: true,
+            ..Default::default()
+        };
+        assert_eq!(norm(&n, "a b").0, "a▁b▁");
+        let n = SpNormalizer {
+            escape_whitespaces: false,
+            ..default_norm()
+        };
+        assert_eq!(norm(&n, " a  b ").0, " a b");
+    }
+
+    #[test]
+    fn user_defined_pieces_are_copied_raw_as_one_chunk() {
+        let ud = ByteTrie::build(vec![("ＡＢ".as_bytes(), 7)]);
+        let n = SpNormalizer {
+            user_defined: Some(ud),
+            ..default_norm()
+        };
+        let (s, m) = norm(&n, "xＡＢ");
+        assert_eq!(s, "▁xＡＢ");
+        // Every byte of the match maps to the match's start.
+        assert_eq!(&m[4..], &[1, 1, 1, 1, 1, 1, 7]);
+    }
+
+    #[test]
+    fn utf8_rules_match_the_reference() {
+        assert_eq!(valid_char_len("é".as_bytes()), Some(2));
+        assert_eq!(valid_char_len(&[0xc3]), None);
+        assert_eq!(valid_char_len(&[0xe0, 0x80, 0x80]), None); // overlong
+        assert_eq!(valid_char_len(&[0xed, 0xa0, 0x80]), None); // surrogate
+        assert_eq!(valid_char_len(&[0xf4, 0x90, 0x80, 0x80]), None); // > U+10FFFF
+        assert_eq!(valid_char_len("😀".as_bytes()), Some(4));
+        assert_eq!(one_char_len(0x80), 1);
+    }
+}

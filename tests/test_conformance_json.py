@@ -1,0 +1,164 @@
+"""Every tokenizer.json in ../shared/data against tokenizers 0.22.1, on real corpus lines.
+
+The corpus sample is bounded for CI; `PIECEWORK_SWEEP=1` runs every line of every corpus file
+(and more per file), which is how the counts in the issue notes were made.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+tokenizers = pytest.importorskip("tokenizers")
+import piecework  # noqa: E402
+
+DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+SWEEP = os.environ.get("PIECEWORK_SWEEP") == "1"
+
+JSON_FILES = [
+    "all-minilm-l6-v2/tokenizer.json",
+    "bert-base-uncased/tokenizer.json",
+    "generated/bert-base-cased/tokenizer.json",
+    "hf-tokenizers-data/bert-wiki.json",
+    "hf-tokenizers-data/_tok.json",
+    "wordlevel/wordlevel.json",
+    "t5-small/tokenizer.json",
+    "xlnet-base-cased/tokenizer.json",
+    "pegasus/tokenizer.json",
+    "rut5-large/tokenizer.json",
+    "nmt-marian/tokenizer.json",
+    "gpt2/tokenizer.json",
+    "roberta-base/tokenizer.json",
+    "phi-2/tokenizer.json",
+    "falcon/tokenizer.json",
+    "clip/tokenizer.json",
+    "whisper-tiny/tokenizer.json",
+    "wordlevel/bpe-code-tokenizer.json",
+    "hf-tokenizers-data/eng_latn_300mb-hf.json",
+    "hf-tokenizers-data/tiny-tokenizer.json",
+    "hf-quicktour-wiki/tokenizer-wiki.json",
+    "codellama/tokenizer.json",
+    "phi-3-mini/tokenizer.json",
+    "mistral-7b-v0.3/tokenizer.json",
+]
+
+CORPORA = [
+    "corpora/big.txt",
+    "corpora/sherlock.txt",
+    "corpora/botchan.txt",
+    "corpora/wagahaiwa_nekodearu.txt",
+    "corpora/udhr2_all.txt",
+    "corpora/emoji/emoji-test-derived.txt",
+]
+
+
+def _need_data() -> None:
+    if not DATA.is_dir():
+        pytest.skip(f"shared test data not found at {DATA} (only present beside the CI checkout)")
+
+
+def _corpus_lines() -> list[str]:
+    lines: list[str] = []
+    extra = sorted((DATA / "corpora" / "wikipedia-mars").glob("*.txt")) + sorted(
+        (DATA / "corpora" / "lipsum-simdutf8").glob("*.txt")
+    )
+    for p in [DATA / c for c in CORPORA] + extra:
+        if p.is_file():
+            text = p.read_text(encoding="utf-8", errors="replace")
+            lines.extend(line for line in text.splitlines() if line.strip())
+    rng = random.Random(1234)
+    rng.shuffle(lines)
+    # Corner cases real files rarely hold: whitespace runs, leading spaces, control chars, tabs.
+    lines[:0] = [
+        "",
+        " ",
+        "   leading and trailing   ",
+        "tab\tsep\r\nCRLF\u3000ideographic\u00a0nbsp\u2028ls\u0085nel",
+        "a\u0000b\u0001c\u200bzw\ufeffbom",
+        "Hello<|endoftext|>world [CLS] <s> </s> <unk> [MASK] <mask>",
+        "ＦＵＬＬｗｉｄｔｈ ｶﾀｶﾅ ①②③ ﬁ ﬀ",
+        "e\u0301 a\u0308\u0323 \U0001d538\U0001f600\U0001f469\u200d\U0001f4bb",
+        "x" * 300,
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa b",
+        "    indented code():\n        return x  # comment",
+    ]
+    return lines
+
+
+def _fields(enc) -> dict:
+    return {
+        "ids": enc.ids,
+        "tokens": enc.tokens,
+        "offsets": [tuple(o) for o in enc.offsets],
+        "type_ids": enc.type_ids,
+        "attention_mask": enc.attention_mask,
+        "special_tokens_mask": enc.special_tokens_mask,
+        "word_ids": enc.word_ids,
+        "sequence_ids": enc.sequence_ids,
+        "overflowing": [_fields(o) for o in enc.overflowing],
+    }
+
+
+def _first_difference(ours: dict, theirs: dict) -> str:
+    for k in theirs:
+        if ours.get(k) != theirs[k]:
+            return f"{k}: ours={ours.get(k)!r}\n theirs={theirs[k]!r}"
+    return ""
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[str]:
+    _need_data()
+    return _corpus_lines()
+
+
+@pytest.mark.parametrize("name", JSON_FILES)
+def test_file_matches_tokenizers(name: str, corpus: list[str]) -> None:
+    path = DATA / name
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ours = piecework.Tokenizer.from_file(str(path))
+    n = len(corpus) if SWEEP else 300
+    texts = corpus[:n]
+    bad = []
+    for add_special in (True, False):
+        for text in texts:
+            try:
+                theirs = _fields(ref.encode(text, add_special_tokens=add_special))
+            except Exception as e:  # the reference refuses: we must refuse too
+                with pytest.raises(piecework.TokenizerError):
+                    ours.encode(text, add_special_tokens=add_special)
+                del e
+                continue
+            mine = _fields(ours.encode(text, add_special_tokens=add_special))
+            if mine != theirs:
+                bad.append((add_special, text, _first_difference(mine, theirs)))
+    # Pairs and decode on a smaller sample.
+    for a, b in zip(texts[:40], texts[40:80]):
+        theirs = _fields(ref.encode(a, b))
+        mine = _fields(ours.encode(a, b))
+        if mine != theirs:
+            bad.append(("pair", (a, b), _first_difference(mine, theirs)))
+    for text in texts[:100]:
+        ids = ref.encode(text).ids
+        for skip in (True, False):
+            if ours.decode(ids, skip_special_tokens=skip) != ref.decode(
+                ids, skip_special_tokens=skip
+            ):
+                bad.append(("decode", text, f"skip={skip}"))
+    assert not bad, f"{len(bad)} differences in {name}; first: {bad[0]}"
+
+
+def test_broken_llama_json_is_refused() -> None:
+    _need_data()
+    path = DATA / "llama2" / "tokenizer.ortx-modified.json"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    with pytest.raises(Exception):
+        tokenizers.Tokenizer.from_file(str(path))
+    with pytest.raises(piecework.InvalidDataError):
+        piecework.Tokenizer.from_file(str(path))

@@ -1,0 +1,177 @@
+"""Concurrency: many threads encode while another reconfigures; every result must be exactly
+one configuration's (computed serially first), never a mix and never a crash. And a forked
+child must be able to run batch calls (rayon's global pool does not survive a fork)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import textwrap
+import threading
+
+import piecework
+import pytest
+from piecework.cli import default_tokenizer_path
+from strategies import COMBINING, FRAGMENTS, WHITESPACE
+
+WORKERS = 6
+ROUNDS = 40
+
+
+def _texts(seed: int, n: int) -> list:
+    rng = random.Random(seed)
+    pool = FRAGMENTS + WHITESPACE + COMBINING
+    return ["".join(rng.choice(pool) for _ in range(rng.randint(0, 40))) for _ in range(n)]
+
+
+def _key(enc) -> tuple:
+    return (tuple(enc.ids), tuple(enc.attention_mask), tuple(enc.tokens), tuple(enc.offsets))
+
+
+# The two settings the toggler flips, one swap each; a call may see any of the four
+# combinations, but always one whole snapshot.
+CONFIGS = [(p, t) for p in (False, True) for t in (False, True)]
+
+
+def _configure(tok, config) -> None:
+    padded, truncated = config
+    if padded:
+        tok.enable_padding(pad_to_multiple_of=16, pad_token="[PAD]")
+    else:
+        tok.no_padding()
+    if truncated:
+        tok.enable_truncation(24, stride=4)
+    else:
+        tok.no_truncation()
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return piecework.Tokenizer.from_file(default_tokenizer_path())
+
+
+def test_encode_while_reconfiguring(tok):
+    batches = [_texts(seed, 8) for seed in range(12)]
+    singles = _texts(99, 24)
+    expected = {}
+    for config in CONFIGS:
+        _configure(tok, config)
+        expected[config] = (
+            [tuple(_key(e) for e in tok.encode_batch(b)) for b in batches],
+            [_key(tok.encode(t)) for t in singles],
+        )
+    assert len({str(v) for v in expected.values()}) == 4  # all four are distinguishable
+    batch_ok = [{expected[c][0][i] for c in CONFIGS} for i in range(len(batches))]
+    single_ok = [{expected[c][1][i] for c in CONFIGS} for i in range(len(singles))]
+
+    failures: list = []
+    done = threading.Event()
+
+    def worker(wid: int) -> None:
+        rng = random.Random(wid)
+        try:
+            for _ in range(ROUNDS):
+                if rng.random() < 0.5:
+                    i = rng.randrange(len(batches))
+                    got = tuple(_key(e) for e in tok.encode_batch(batches[i]))
+                    ok = got in batch_ok[i]
+                else:
+                    i = rng.randrange(len(singles))
+                    got = _key(tok.encode(singles[i]))
+                    ok = got in single_ok[i]
+                if not ok:
+                    failures.append((wid, i, got))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            failures.append((wid, "exception", repr(e)))
+
+    def toggler() -> None:
+        rng = random.Random(1234)
+        while not done.is_set():
+            if rng.random() < 0.5:
+                tok.enable_padding(pad_to_multiple_of=16)
+            else:
+                tok.no_padding()
+            if rng.random() < 0.5:
+                tok.enable_truncation(24, stride=4)
+            else:
+                tok.no_truncation()
+            _ = tok.padding, tok.truncation
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(WORKERS)]
+    flipper = threading.Thread(target=toggler)
+    flipper.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    done.set()
+    flipper.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a worker hung"
+    assert not failures, failures[:3]
+    _configure(tok, (False, False))
+
+
+def test_concurrent_readers_share_one_tokenizer(tok):
+    _configure(tok, (False, False))
+    texts = _texts(7, 200)
+    expected = [e.ids for e in tok.encode_batch(texts)]
+    results: dict = {}
+
+    def run(k: int) -> None:
+        results[k] = (
+            [tok.encode(t).ids for t in texts]
+            if k % 2
+            else [e.ids for e in tok.encode_batch(texts)]
+        )
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert all(results[k] == expected for k in range(4))
+
+
+FORK_SCRIPT = textwrap.dedent(
+    """
+    import os, sys
+    import piecework
+    from piecework.cli import default_tokenizer_path
+
+    tok = piecework.Tokenizer.from_file(default_tokenizer_path())
+    texts = ["hello world number %d, with some more words" % i for i in range(3000)]
+    parent = [e.ids for e in tok.encode_batch(texts)]  # the parent's pool is running now
+    for threads in (0, 1):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                if threads:
+                    piecework.set_num_threads(threads)
+                child = [e.ids for e in tok.encode_batch(texts)]
+                child_dec = tok.decode_batch(child[:100])
+                ok = child == parent and child_dec == tok.decode_batch(parent[:100])
+                os._exit(0 if ok else 3)
+            except BaseException:
+                os._exit(4)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            sys.exit(code)
+    # the parent still works after forking
+    assert [e.ids for e in tok.encode_batch(texts)] == parent
+    print("fork-ok")
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no os.fork on this platform")
+def test_batch_after_fork():
+    r = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT],
+        capture_output=True,
+        timeout=180,
+        check=False,
+    )
+    assert r.returncode == 0, (r.returncode, r.stderr.decode()[-2000:])
+    assert b"fork-ok" in r.stdout
