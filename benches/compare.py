@@ -393,11 +393,13 @@ def make_adapter(lib: str, kind: str, path: Path):
             raise Skip("piecework.Tokenizer.from_file not present yet")
         if kind not in ("json", "model", "vocab"):
             raise Skip(f"piecework.Tokenizer does not read {path.name}")
+        if hasattr(pw, "set_num_threads"):
+            pw.set_num_threads(THREADS)
         t = T.from_file(str(path))
-
-        def single(x):
-            return t.encode(x, add_special_tokens=False).ids
-
+        singles = {"encode": lambda x: t.encode(x, add_special_tokens=False).ids}
+        if hasattr(t, "encode_ids"):
+            # The ids-only path: no tokens, offsets or masks are built.
+            singles["encode_ids"] = lambda x: t.encode_ids(x, add_special_tokens=False)
         variants = {}
         if hasattr(t, "encode_batch"):
             variants["encode_batch"] = lambda xs: [
@@ -411,19 +413,20 @@ def make_adapter(lib: str, kind: str, path: Path):
             variants["encode_batch_flat"] = lambda xs: t.encode_batch_flat(
                 xs, add_special_tokens=False
             )
-        return single, variants, _version("piecework")
+        return singles, variants, _version("piecework")
     if lib == "piecework-sp":
         pw = _import("piecework")
         P = getattr(pw, "SentencePieceProcessor", None)
         if P is None:
             raise Skip("piecework.SentencePieceProcessor not present yet")
+        if hasattr(pw, "set_num_threads"):
+            pw.set_num_threads(THREADS)
         sp = P(model_file=str(path))
-        variants = {}
-        variants["encode(list)"] = lambda xs: sp.encode(xs)
+        variants = {"encode(list)": sp.encode}
         for name in ("encode_batch_ids", "encode_batch_flat"):
             if hasattr(sp, name):
                 variants[name] = getattr(sp, name)
-        return sp.encode, variants, _version("piecework")
+        return {"encode": sp.encode}, variants, _version("piecework")
     raise Skip(f"unknown library {lib}")
 
 
@@ -470,21 +473,23 @@ def run_worker(lib: str, workloads_path: str) -> None:
         req = json.loads(line)
         if req["op"] == "load":
             try:
-                single, variants, ver = make_adapter(lib, req["kind"], Path(req["path"]))
+                singles, variants, ver = make_adapter(lib, req["kind"], Path(req["path"]))
+                if callable(singles):
+                    singles = {"encode": singles}
             except Skip as e:
                 answer({"skip": str(e)})
                 continue
             except Exception as e:  # noqa: BLE001 - a loader error is a result (unsupported file)
                 answer({"skip": f"load failed: {type(e).__name__}: {e}"})
                 continue
-            loaded[req["model"]] = (single, variants)
-            answer({"version": ver, "apis": {"single": ["encode"], "batch": list(variants)}})
+            loaded[req["model"]] = (singles, variants)
+            answer({"version": ver, "apis": {"single": list(singles), "batch": list(variants)}})
         elif req["op"] == "run":
-            single, variants = loaded[req["model"]]
+            singles, variants = loaded[req["model"]]
             texts = workloads[req["workload"]]
             if req["mode"] == "single":
 
-                def fn(xs, f=single):
+                def fn(xs, f=singles[req["api"]]):
                     return [f(t) for t in xs]
             else:
                 fn = variants[req["api"]]
@@ -840,7 +845,7 @@ def render_markdown(run: dict, rows: list[dict]) -> str:
                     ok, bad, err = best(rows, mk, w, mode, lib)
                     if ok:
                         c = f"{ok['mbps']:.2f}"
-                        if mode == "batch" and lib.startswith("piecework"):
+                        if lib.startswith("piecework") and ok["api"] != "encode":
                             c += f" `{ok['api']}`"
                         if pwrow and not lib.startswith("piecework"):
                             c += f" (×{pwrow['mbps'] / ok['mbps']:.2f})"
