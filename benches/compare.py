@@ -804,7 +804,7 @@ def render_markdown(run: dict, rows: list[dict]) -> str:
         f"batch mode uses {meta['threads']} threads; best of {meta['reps']} runs after a "
         f"warm-up. Load average before/after: {_fmt_load(meta['load_before'])} / "
         f"{_fmt_load(meta['load_after'])} (the 2 cores are shared with other jobs: "
-        "expect ±20 % noise)."
+        "expect ±30 % noise or more)." + (" (smoke run: --quick)" if meta["quick"] else "")
     )
     out.append("")
     out.append(
@@ -1081,7 +1081,22 @@ def main() -> None:
     else:
         md += "\n![speed chart](results.png)\n"
     (out / "results.md").write_text(md, encoding="utf-8")
+    update_readme(out, md)
     print(md)
+
+
+README_MARK = "<!-- compare.py replaces everything below this line -->"
+
+
+def update_readme(out: Path, md: str) -> None:
+    """Put the latest tables under the marker of benches/README.md (full runs into benches/ only)."""
+    readme = HERE / "README.md"
+    if out.resolve() != HERE or not readme.exists() or "(smoke run" in md:
+        return
+    text = readme.read_text(encoding="utf-8")
+    if README_MARK in text:
+        head = text.split(README_MARK)[0]
+        readme.write_text(head + README_MARK + "\n\n" + md, encoding="utf-8")
 
 
 if __name__ == "__main__":

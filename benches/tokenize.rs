@@ -1,5 +1,6 @@
 //! Criterion benches of the Rust core: each model family on real tokenizer files, stage by stage
-//! (load, full `Encoding`, ids only, batch of ids), and a worst-case group (1 MB of one repeated
+//! (load, full `Encoding`, ids only, batch of ids), SentencePiece `.model` files through
+//! `SentencePiece::encode_ids`, and a worst-case group (1 MB of one repeated
 //! character, 1 MB of random a–z without spaces) against 1 MB of prose.
 //!
 //! Files come from `../shared/data` beside the checkout (or one level further up, for worktrees;
@@ -9,6 +10,7 @@
 //!     cargo bench --bench tokenize -- worst        # a filter, as usual with criterion
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use piecework::sentencepiece::SentencePiece;
 use piecework::tokenizer::InputSequence;
 use piecework::Tokenizer;
 use std::hint::black_box;
@@ -33,6 +35,21 @@ const MODELS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// (bench name, family, path under the data dir) of each SentencePiece `.model` benched.
+const SP_MODELS: &[(&str, &str, &str)] = &[
+    (
+        "xlnet-base-cased",
+        "sp-unigram",
+        "xlnet-base-cased/spiece.model",
+    ),
+    ("llama2", "sp-bpe", "llama2/tokenizer.model"),
+    (
+        "mistral-7b-v0.3",
+        "sp-bpe",
+        "mistral-7b-v0.3/tokenizer.model.v3",
+    ),
+];
+
 const MB: usize = 1 << 20;
 
 fn data_dir() -> Option<PathBuf> {
@@ -54,6 +71,24 @@ fn read(rel: &str) -> Option<String> {
         Ok(s) => Some(s),
         Err(e) => {
             eprintln!("note: {rel} not readable ({e}); skipping its benches");
+            None
+        }
+    }
+}
+
+fn load_sp(rel: &str) -> Option<SentencePiece> {
+    let dir = data_dir()?;
+    let bytes = match std::fs::read(dir.join(rel)) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("note: {rel} not readable ({e}); skipping its benches");
+            return None;
+        }
+    };
+    match SentencePiece::from_model_bytes(&bytes) {
+        Ok(sp) => Some(sp),
+        Err(e) => {
+            eprintln!("note: {rel} does not load ({e}); skipping its benches");
             None
         }
     }
@@ -165,6 +200,46 @@ fn bench_models(c: &mut Criterion) {
     }
 }
 
+fn bench_sentencepiece(c: &mut Criterion) {
+    let Some(text) = prose() else { return };
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(2000)
+        .collect();
+    let doc = prefix(&text, 100_000);
+    for &(name, family, rel) in SP_MODELS {
+        let Some(sp) = load_sp(rel) else { continue };
+        let mut g = c.benchmark_group(format!("{family}/{name}"));
+        g.sample_size(10)
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(3));
+        let mut out = Vec::with_capacity(doc.len());
+        g.throughput(Throughput::Bytes(doc.len() as u64));
+        g.bench_function("encode_ids/doc-100KB", |b| {
+            b.iter(|| {
+                out.clear();
+                sp.encode_ids(black_box(doc), &mut out).ok();
+                out.len()
+            })
+        });
+        let bytes: usize = lines.iter().map(|l| l.len()).sum();
+        g.throughput(Throughput::Bytes(bytes as u64));
+        g.bench_function("encode_ids/lines", |b| {
+            b.iter(|| {
+                let mut n = 0;
+                for l in &lines {
+                    out.clear();
+                    sp.encode_ids(black_box(l), &mut out).ok();
+                    n += out.len();
+                }
+                n
+            })
+        });
+        g.finish();
+    }
+}
+
 /// Time one run first; criterion's 10 samples only when a run is short, so that a quadratic
 /// case prints its one-shot time instead of stalling the whole bench.
 fn worst_case_one(
@@ -217,7 +292,18 @@ fn bench_worst_case(c: &mut Criterion) {
             worst_case_one(c, name, iname, input, &f);
         }
     }
+    for &(name, _, rel) in SP_MODELS {
+        let Some(sp) = load_sp(rel) else { continue };
+        let f = |s: &str| {
+            let mut out = Vec::new();
+            sp.encode_ids(s, &mut out).ok();
+            out.len()
+        };
+        for &(iname, input) in &inputs {
+            worst_case_one(c, &format!("{name}.model"), iname, input, &f);
+        }
+    }
 }
 
-criterion_group!(benches, bench_models, bench_worst_case);
+criterion_group!(benches, bench_models, bench_sentencepiece, bench_worst_case);
 criterion_main!(benches);
