@@ -8,8 +8,8 @@ use crate::sentencepiece::vocab::PieceType;
 use crate::sentencepiece::{ModelType, SentencePiece, SpToken, SpmOptions};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::IntoPyObjectExt;
 use pyo3::types::{PyBytes, PyList};
+use pyo3::IntoPyObjectExt;
 use rayon::prelude::*;
 
 #[pyclass(module = "piecework._core", name = "_SentencePiece", frozen)]
@@ -62,7 +62,8 @@ impl PySentencePiece {
     fn pieces_one(&self, text: &str, ex: Extra) -> Result<Vec<String>, Error> {
         let mut toks: Vec<SpToken> = Vec::new();
         let mut pieces = Vec::new();
-        self.inner.encode_with_pieces(text, &mut toks, &mut pieces)?;
+        self.inner
+            .encode_with_pieces(text, &mut toks, &mut pieces)?;
         if ex.bos.is_some() {
             pieces.insert(0, self.inner.bos_piece().to_string());
         }
@@ -154,7 +155,13 @@ impl PySentencePiece {
     }
 
     #[pyo3(signature = (text, add_bos = false, add_eos = false))]
-    fn encode_ids(&self, py: Python<'_>, text: &str, add_bos: bool, add_eos: bool) -> PyResult<Vec<u32>> {
+    fn encode_ids(
+        &self,
+        py: Python<'_>,
+        text: &str,
+        add_bos: bool,
+        add_eos: bool,
+    ) -> PyResult<Vec<u32>> {
         let ex = self.extra(add_bos, add_eos)?;
         py.detach(|| self.ids_one(text, ex)).map_err(to_py_err)
     }
@@ -217,7 +224,8 @@ impl PySentencePiece {
         py.detach(|| {
             let mut toks = Vec::new();
             let mut pieces = Vec::new();
-            self.inner.encode_with_pieces(text, &mut toks, &mut pieces)?;
+            self.inner
+                .encode_with_pieces(text, &mut toks, &mut pieces)?;
             Ok((
                 toks.iter().map(|t| t.id).collect(),
                 pieces,
@@ -254,7 +262,11 @@ impl PySentencePiece {
         .map_err(to_py_err)
     }
 
-    fn decode_pieces_batch(&self, py: Python<'_>, batch: Vec<Vec<String>>) -> PyResult<Vec<String>> {
+    fn decode_pieces_batch(
+        &self,
+        py: Python<'_>,
+        batch: Vec<Vec<String>>,
+    ) -> PyResult<Vec<String>> {
         py.detach(|| {
             batch
                 .par_iter()
@@ -271,12 +283,22 @@ impl PySentencePiece {
         self.inner.piece_size()
     }
 
-    fn id_to_piece<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        self.map_ids(py, id, |i| self.inner.id_to_piece(i).unwrap_or_default().to_string())
+    fn id_to_piece<'py>(
+        &self,
+        py: Python<'py>,
+        id: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.map_ids(py, id, |i| {
+            self.inner.id_to_piece(i).unwrap_or_default().to_string()
+        })
     }
 
     /// sentencepiece's `PieceToId`: unknown strings give the unknown id.
-    fn piece_to_id<'py>(&self, py: Python<'py>, piece: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn piece_to_id<'py>(
+        &self,
+        py: Python<'py>,
+        piece: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         if let Ok(s) = piece.extract::<String>() {
             return self.inner.piece_to_id_or_unk(&s).into_bound_py_any(py);
         }
@@ -292,25 +314,49 @@ impl PySentencePiece {
         self.inner.piece_to_id(piece)
     }
 
-    fn get_score<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn get_score<'py>(
+        &self,
+        py: Python<'py>,
+        id: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         // sentencepiece returns the f32 score widened to a Python float.
         self.map_ids(py, id, |i| f64::from(self.inner.score(i).unwrap_or(0.0)))
     }
 
-    fn is_unknown<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        self.map_ids(py, id, |i| self.inner.piece_type(i) == Some(PieceType::Unknown))
+    fn is_unknown<'py>(
+        &self,
+        py: Python<'py>,
+        id: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.map_ids(py, id, |i| {
+            self.inner.piece_type(i) == Some(PieceType::Unknown)
+        })
     }
 
-    fn is_control<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        self.map_ids(py, id, |i| self.inner.piece_type(i) == Some(PieceType::Control))
+    fn is_control<'py>(
+        &self,
+        py: Python<'py>,
+        id: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.map_ids(py, id, |i| {
+            self.inner.piece_type(i) == Some(PieceType::Control)
+        })
     }
 
-    fn is_unused<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        self.map_ids(py, id, |i| self.inner.piece_type(i) == Some(PieceType::Unused))
+    fn is_unused<'py>(
+        &self,
+        py: Python<'py>,
+        id: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.map_ids(py, id, |i| {
+            self.inner.piece_type(i) == Some(PieceType::Unused)
+        })
     }
 
     fn is_byte<'py>(&self, py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        self.map_ids(py, id, |i| self.inner.piece_type(i) == Some(PieceType::Byte))
+        self.map_ids(py, id, |i| {
+            self.inner.piece_type(i) == Some(PieceType::Byte)
+        })
     }
 
     fn piece_type_of(&self, id: i64) -> PyResult<i32> {

@@ -208,7 +208,9 @@ fn prescan(buf: &[u8]) -> Result<usize> {
     let mut pieces = 0usize;
     while pos < buf.len() {
         let key = read_varint(buf, &mut pos).ok_or_else(|| {
-            Error::invalid(format!("ModelProto: truncated or bad varint tag at byte {pos}"))
+            Error::invalid(format!(
+                "ModelProto: truncated or bad varint tag at byte {pos}"
+            ))
         })?;
         let field = key >> 3;
         let wire = key & 7;
@@ -325,9 +327,7 @@ fn model_data_from_proto(proto: ModelProto) -> Result<ModelData> {
     let ts = proto.trainer_spec.unwrap_or_default();
     let mt = ts.model_type.unwrap_or(1);
     let model_type = ModelType::from_i32(mt).ok_or_else(|| {
-        Error::unsupported(format!(
-            "TrainerSpec.model_type: unknown model type `{mt}`"
-        ))
+        Error::unsupported(format!("TrainerSpec.model_type: unknown model type `{mt}`"))
     })?;
     let normalizer = proto
         .normalizer_spec
@@ -447,7 +447,10 @@ mod tests {
             assert!(parse_model(&good[..cut]).is_err(), "prefix {cut}");
         }
         // A varint that never ends.
-        assert!(parse_model(&[0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]).is_err());
+        assert!(
+            parse_model(&[0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff])
+                .is_err()
+        );
         // A length past the end.
         assert!(parse_model(&[0x0a, 0x7f, 0x0a]).is_err());
         // Field 1 with the wrong wire type.
@@ -464,7 +467,10 @@ mod tests {
             pieces: vec![piece("a", 0.0, 9)],
             ..Default::default()
         };
-        assert!(parse_model(&m.encode_to_vec()).unwrap_err().message.contains("type"));
+        assert!(parse_model(&m.encode_to_vec())
+            .unwrap_err()
+            .message
+            .contains("type"));
         // An oversize piece.
         let m = ModelProto {
             pieces: vec![piece(&"x".repeat(MAX_PIECE_BYTES + 1), 0.0, 1)],

@@ -49,7 +49,9 @@ pub fn parse_spm(text: &str) -> Result<Vec<PieceEntry>> {
             )));
         };
         let bytes = b64.decode(p64).map_err(|e| {
-            Error::invalid(format!(".spm line {line_no}: piece is not valid base64 ({e})"))
+            Error::invalid(format!(
+                ".spm line {line_no}: piece is not valid base64 ({e})"
+            ))
         })?;
         if bytes.is_empty() {
             return Err(Error::invalid(format!(".spm line {line_no}: empty piece")));
@@ -60,11 +62,12 @@ pub fn parse_spm(text: &str) -> Result<Vec<PieceEntry>> {
                 bytes.len()
             )));
         }
-        let piece = String::from_utf8(bytes).map_err(|_| {
-            Error::invalid(format!(".spm line {line_no}: piece is not UTF-8"))
-        })?;
+        let piece = String::from_utf8(bytes)
+            .map_err(|_| Error::invalid(format!(".spm line {line_no}: piece is not UTF-8")))?;
         let score: f32 = score.parse().map_err(|_| {
-            Error::invalid(format!(".spm line {line_no}: score `{score}` is not a number"))
+            Error::invalid(format!(
+                ".spm line {line_no}: score `{score}` is not a number"
+            ))
         })?;
         let kind = kind
             .parse::<i32>()
@@ -110,7 +113,16 @@ mod tests {
 
     #[test]
     fn scores_round_trip_bit_for_bit() {
-        let scores = [0.0f32, -0.0, -1.5, 1e-7, -1e9, f32::MIN_POSITIVE, -13.123457, 3.4028235e38];
+        let scores = [
+            0.0f32,
+            -0.0,
+            -1.5,
+            1e-7,
+            -1e9,
+            f32::MIN_POSITIVE,
+            -13.123457,
+            3.4028235e38,
+        ];
         let pieces: Vec<_> = scores
             .iter()
             .enumerate()

@@ -17,8 +17,8 @@ pub mod vocab;
 
 use crate::charsmap::CharsMap;
 use crate::error::{Error, Result};
-use crate::formats::sentencepiece::{self as proto, ModelData, NormalizerSettings};
 pub use crate::formats::sentencepiece::ModelType;
+use crate::formats::sentencepiece::{self as proto, ModelData, NormalizerSettings};
 use normalizer::{valid_char_len, SpNormalizer, SPACE_SYMBOL};
 use simple::{PieceLookup, SpChar, SpWord};
 use std::borrow::Cow;
@@ -90,7 +90,11 @@ impl std::fmt::Debug for SentencePiece {
 /// The byte a `<0xXX>` piece stands for (uppercase hex, exactly two digits).
 fn piece_to_byte(piece: &str) -> Option<u8> {
     let hex = piece.strip_prefix("<0x")?.strip_suffix('>')?;
-    if hex.len() != 2 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(&b)) {
+    if hex.len() != 2
+        || !hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(&b))
+    {
         return None;
     }
     u8::from_str_radix(hex, 16).ok()
@@ -205,7 +209,8 @@ impl SentencePiece {
                 _ => {}
             }
         }
-        let unk_id = unk.ok_or_else(|| Error::invalid("the model has no UNKNOWN piece (unk is not defined)"))?;
+        let unk_id = unk
+            .ok_or_else(|| Error::invalid("the model has no UNKNOWN piece (unk is not defined)"))?;
         lookup.unk_id = unk_id;
         let byte_ids = if data.byte_fallback {
             if byte_ids.contains(&u32::MAX) {
@@ -289,7 +294,9 @@ impl SentencePiece {
                 .pieces
                 .get(p.id as usize)
                 .map(|e| e.kind)
-                .ok_or_else(|| Error::invalid(format!("segmenter returned id {} out of range", p.id)))?;
+                .ok_or_else(|| {
+                    Error::invalid(format!("segmenter returned id {} out of range", p.id))
+                })?;
             if p.start > p.end || p.end > nlen {
                 return Err(Error::invalid("segmenter returned a span outside the text"));
             }
@@ -500,9 +507,10 @@ impl SentencePiece {
     pub fn decode_ids(&self, ids: &[u32]) -> Result<String> {
         let mut pieces = Vec::with_capacity(ids.len());
         for &id in ids {
-            pieces.push(self.id_to_piece(id).ok_or_else(|| {
-                Error::other(format!("piece id is out of range: {id}"))
-            })?);
+            pieces.push(
+                self.id_to_piece(id)
+                    .ok_or_else(|| Error::other(format!("piece id is out of range: {id}")))?,
+            );
         }
         self.decode_pieces(&pieces)
     }
@@ -517,16 +525,17 @@ impl SentencePiece {
         let mut byte_run: Vec<u8> = Vec::new();
         let mut is_bos_ws = true;
         let mut bos_ws_seen = false;
-        let strip_first = self.data.normalizer.add_dummy_prefix
-            || self.data.normalizer.remove_extra_whitespaces;
+        let strip_first =
+            self.data.normalizer.add_dummy_prefix || self.data.normalizer.remove_extra_whitespaces;
         let unk_surface = self.data.unk_surface.as_deref().unwrap_or(" \u{2047} ");
         for &piece in pieces {
             let id = self.lookup.piece_to_id(piece);
             let kind = self.piece_type(id);
             if kind == Some(PieceType::Byte) {
-                byte_run.push(piece_to_byte(piece).ok_or_else(|| {
-                    Error::invalid(format!("`{piece}` is not a byte piece"))
-                })?);
+                byte_run.push(
+                    piece_to_byte(piece)
+                        .ok_or_else(|| Error::invalid(format!("`{piece}` is not a byte piece")))?,
+                );
                 continue;
             }
             flush_bytes(&mut byte_run, &mut text);
@@ -676,7 +685,8 @@ mod tests {
         );
         let mut toks = vec![];
         let mut pieces = vec![];
-        sp.encode_with_pieces("a éé b", &mut toks, &mut pieces).unwrap();
+        sp.encode_with_pieces("a éé b", &mut toks, &mut pieces)
+            .unwrap();
         assert_eq!(pieces, vec!["▁a", "▁", "éé", "▁", "b"]);
     }
 
@@ -691,7 +701,11 @@ mod tests {
     #[test]
     fn byte_fallback_offsets() {
         use PieceType::*;
-        let mut v = vec![entry("<unk>", 0.0, Unknown), entry("a", -1.0, Normal), entry("▁", -1.0, Normal)];
+        let mut v = vec![
+            entry("<unk>", 0.0, Unknown),
+            entry("a", -1.0, Normal),
+            entry("▁", -1.0, Normal),
+        ];
         for b in 0..=255u8 {
             v.push(entry(&format!("<0x{b:02X}>"), 0.0, Byte));
         }
@@ -702,7 +716,11 @@ mod tests {
             enc(&sp, "aé"),
             vec![(2, 0, 0), (1, 0, 1), (byte(0xC3), 1, 1), (byte(0xA9), 1, 3)]
         );
-        assert_eq!(sp.decode_ids(&[2, 1, byte(0xC3), byte(0xA9), byte(0xC3)]).unwrap(), "aé\u{FFFD}");
+        assert_eq!(
+            sp.decode_ids(&[2, 1, byte(0xC3), byte(0xA9), byte(0xC3)])
+                .unwrap(),
+            "aé\u{FFFD}"
+        );
     }
 
     #[test]
@@ -722,17 +740,29 @@ mod tests {
         let no_unk = data(vec![entry("a", 0.0, Normal)], false);
         assert!(SentencePiece::from_data(no_unk).is_err());
         let dup = data(
-            vec![entry("<unk>", 0.0, Unknown), entry("a", 0.0, Normal), entry("a", 0.0, UserDefined)],
+            vec![
+                entry("<unk>", 0.0, Unknown),
+                entry("a", 0.0, Normal),
+                entry("a", 0.0, UserDefined),
+            ],
             false,
         );
         assert!(SentencePiece::from_data(dup).is_err());
         let byte_without_fallback = data(
-            vec![entry("<unk>", 0.0, Unknown), entry("<0x41>", 0.0, Byte), entry("a", 0.0, Normal)],
+            vec![
+                entry("<unk>", 0.0, Unknown),
+                entry("<0x41>", 0.0, Byte),
+                entry("a", 0.0, Normal),
+            ],
             false,
         );
         assert!(SentencePiece::from_data(byte_without_fallback).is_err());
         let missing_bytes = data(
-            vec![entry("<unk>", 0.0, Unknown), entry("<0x41>", 0.0, Byte), entry("a", 0.0, Normal)],
+            vec![
+                entry("<unk>", 0.0, Unknown),
+                entry("<0x41>", 0.0, Byte),
+                entry("a", 0.0, Normal),
+            ],
             true,
         );
         assert!(SentencePiece::from_data(missing_bytes).is_err());

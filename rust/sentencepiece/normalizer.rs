@@ -45,9 +45,8 @@ pub(crate) fn valid_char_len(s: &[u8]) -> Option<usize> {
             return Some(2);
         }
     } else if (b0 & 0xf0) == 0xe0 && s.len() >= 3 {
-        let cp = (u32::from(b0 & 0x0f) << 12)
-            | (u32::from(s[1] & 0x3f) << 6)
-            | u32::from(s[2] & 0x3f);
+        let cp =
+            (u32::from(b0 & 0x0f) << 12) | (u32::from(s[1] & 0x3f) << 6) | u32::from(s[2] & 0x3f);
         if trail(1) && trail(2) && cp >= 0x800 && ok(cp) {
             return Some(3);
         }
@@ -161,7 +160,11 @@ impl SpNormalizer {
             }
         }
         if self.remove_extra_whitespaces {
-            let space: &[u8] = if escape { SPACE_SYMBOL.as_bytes() } else { b" " };
+            let space: &[u8] = if escape {
+                SPACE_SYMBOL.as_bytes()
+            } else {
+                b" "
+            };
             while out.ends_with(space) {
                 let len = out.len() - space.len();
                 consumed = norm_to_orig[len];

@@ -149,13 +149,8 @@ mod tests {
 
     #[test]
     fn prefixes_shortest_first() {
-        let keys: Vec<(&[u8], u32)> = vec![
-            (b"abc", 3),
-            (b"a", 1),
-            (b"ab", 2),
-            (b"b", 4),
-            (b"abd", 5),
-        ];
+        let keys: Vec<(&[u8], u32)> =
+            vec![(b"abc", 3), (b"a", 1), (b"ab", 2), (b"b", 4), (b"abd", 5)];
         let t = ByteTrie::build(keys);
         let mut got = vec![];
         t.for_each_prefix(b"abcd", |l, v| got.push((l, v)));
@@ -170,7 +165,11 @@ mod tests {
     #[test]
     fn many_children_use_binary_search() {
         let owned: Vec<Vec<u8>> = (0u8..40).map(|i| vec![b'x', b'0' + i]).collect();
-        let keys = owned.iter().enumerate().map(|(i, k)| (k.as_slice(), i as u32)).collect();
+        let keys = owned
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.as_slice(), i as u32))
+            .collect();
         let t = ByteTrie::build(keys);
         for (i, k) in owned.iter().enumerate() {
             assert_eq!(t.get(k), Some(i as u32));
