@@ -64,7 +64,7 @@ impl Tokenizer {
     pub fn from_json_value(v: Value) -> Result<Self> {
         let (core, padding, truncation) = crate::formats::tokenizer_json::build(v)?;
         Ok(Tokenizer {
-            core: Arc::new(Backend::Json(core)),
+            core: Arc::new(Backend::Json(Box::new(core))),
             padding,
             truncation,
         })
@@ -73,16 +73,16 @@ impl Tokenizer {
     /// A tokenizer over a SentencePiece `.model` (serialized ModelProto), run exactly as the
     /// sentencepiece library runs it.
     pub fn from_sentencepiece(bytes: &[u8]) -> Result<Self> {
-        Ok(Self::from_backend(Backend::Sp(
+        Ok(Self::from_backend(Backend::Sp(Box::new(
             SentencePiece::from_model_bytes(bytes)?,
-        )))
+        ))))
     }
 
     /// A tokenizer over a `.spm` text vocabulary.
     pub fn from_spm_text(text: &str, opts: &SpmOptions) -> Result<Self> {
-        Ok(Self::from_backend(Backend::Sp(
+        Ok(Self::from_backend(Backend::Sp(Box::new(
             SentencePiece::from_spm_text(text, opts)?,
-        )))
+        ))))
     }
 
     fn from_backend(b: Backend) -> Self {
@@ -217,7 +217,10 @@ impl Tokenizer {
             attention_mask: vec![1; n],
             ..Encoding::default()
         };
-        let unpadded = Tokenizer { padding: None, ..self.clone() };
+        let unpadded = Tokenizer {
+            padding: None,
+            ..self.clone()
+        };
         let enc = unpadded.post_process(light, None, add_special_tokens)?;
         out.extend_from_slice(&enc.ids);
         Ok(())
@@ -370,8 +373,8 @@ impl Tokenizer {
 
 /// What runs the text: a tokenizer.json pipeline, or a SentencePiece processor.
 pub(crate) enum Backend {
-    Json(Core),
-    Sp(SentencePiece),
+    Json(Box<Core>),
+    Sp(Box<SentencePiece>),
 }
 
 impl Backend {
