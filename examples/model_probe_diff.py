@@ -14,8 +14,11 @@ import tempfile
 
 from tokenizers import Tokenizer
 
-DATA = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data")
-DATA = os.environ.get("PIECEWORK_DATA", "/work/shared/data")
+# ../shared/data beside the checkout, unless PIECEWORK_DATA says otherwise.
+DATA = os.environ.get(
+    "PIECEWORK_DATA",
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"),
+)
 PROBE = os.environ.get("PROBE", "target/release/examples/model_probe")
 
 ALPHA = ["a", "b", "c", "d", "é", "𝔸", "<", ">", "0", "x", "\u0301", " "]
@@ -52,7 +55,7 @@ def hf_tokenize(m, text):
 
 
 def rand_word(rng, n):
-    return "".join(rng.choice(ALPHA[:rng.randint(3, len(ALPHA))]) for _ in range(n))
+    return "".join(rng.choice(ALPHA[: rng.randint(3, len(ALPHA))]) for _ in range(n))
 
 
 def random_unigram(rng):
@@ -64,7 +67,11 @@ def random_unigram(rng):
     if rng.random() < 0.5:
         pieces.insert(0, "<unk>")
     if rng.random() < 0.3:
-        pieces += [f"<0x{b:02X}>" for b in rng.sample(range(256), 40)] + ["<0x61>", "<0xC3>", "<0xA9>"]
+        pieces += [f"<0x{b:02X}>" for b in rng.sample(range(256), 40)] + [
+            "<0x61>",
+            "<0xC3>",
+            "<0xA9>",
+        ]
     if rng.random() < 0.2 and pieces:
         pieces.append(rng.choice(pieces))  # repeated piece
     ints = rng.random() < 0.5
@@ -131,7 +138,11 @@ def main():
     cases = []  # (family, model_request, hf_model_or_error, texts)
     for i in range(n_random):
         fam = ["Unigram", "WordPiece", "WordLevel"][i % 3]
-        model = {"Unigram": random_unigram, "WordPiece": random_wordpiece, "WordLevel": random_wordlevel}[fam](rng)
+        model = {
+            "Unigram": random_unigram,
+            "WordPiece": random_wordpiece,
+            "WordLevel": random_wordlevel,
+        }[fam](rng)
         texts = [rand_word(rng, rng.randint(1, 9)) for _ in range(12)]
         if fam == "WordLevel":
             texts += list(model["vocab"])[:4]
@@ -147,24 +158,56 @@ def main():
         {"type": "Unigram", "vocab": [], "unk_id": 0},
         {"type": "Unigram", "vocab": []},
         {"vocab": [["a", -1.0], ["<unk>", -3.0]], "unk_id": 1, "byte_fallback": True},
-        {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
-         "max_input_chars_per_word": -1, "vocab": {"a": 0}},
-        {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
-         "max_input_chars_per_word": 5, "vocab": {"a": 1.0}},
-        {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
-         "max_input_chars_per_word": 5, "vocab": {"a": 2**32}},
-        {"type": "WordPiece", "unk_token": "[UNK]", "max_input_chars_per_word": 5, "vocab": {"a": 1}},
-        {"type": "WordPiece", "unk_token": None, "continuing_subword_prefix": "##",
-         "max_input_chars_per_word": 5, "vocab": {"a": 1}},
-        {"unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 5,
-         "vocab": {"a": 1, "##": 2, "": 3, "[UNK]": 4}},
+        {
+            "type": "WordPiece",
+            "unk_token": "[UNK]",
+            "continuing_subword_prefix": "##",
+            "max_input_chars_per_word": -1,
+            "vocab": {"a": 0},
+        },
+        {
+            "type": "WordPiece",
+            "unk_token": "[UNK]",
+            "continuing_subword_prefix": "##",
+            "max_input_chars_per_word": 5,
+            "vocab": {"a": 1.0},
+        },
+        {
+            "type": "WordPiece",
+            "unk_token": "[UNK]",
+            "continuing_subword_prefix": "##",
+            "max_input_chars_per_word": 5,
+            "vocab": {"a": 2**32},
+        },
+        {
+            "type": "WordPiece",
+            "unk_token": "[UNK]",
+            "max_input_chars_per_word": 5,
+            "vocab": {"a": 1},
+        },
+        {
+            "type": "WordPiece",
+            "unk_token": None,
+            "continuing_subword_prefix": "##",
+            "max_input_chars_per_word": 5,
+            "vocab": {"a": 1},
+        },
+        {
+            "unk_token": "[UNK]",
+            "continuing_subword_prefix": "##",
+            "max_input_chars_per_word": 5,
+            "vocab": {"a": 1, "##": 2, "": 3, "[UNK]": 4},
+        },
         {"type": "WordLevel", "vocab": {"a": 1}},
         {"type": "WordLevel", "unk_token": "a", "vocab": {"a": 1, "": 2}},
         {"type": "WordLevel", "unk_token": "a", "vocab": [["a", 1]]},
     ]
     for model in special:
-        fam = "Unigram" if isinstance(model.get("vocab"), list) else (
-            "WordPiece" if "max_input_chars_per_word" in model else "WordLevel")
+        fam = (
+            "Unigram"
+            if isinstance(model.get("vocab"), list)
+            else ("WordPiece" if "max_input_chars_per_word" in model else "WordLevel")
+        )
         texts = ["a", "aa", "ab", "", "é", "a##a", "<0x61>"]
         cases.append((fam, {"model": model}, model, texts))
     words = corpus_words(70000) if os.environ.get("REAL", "1") == "1" else []
@@ -204,7 +247,11 @@ def main():
             for t in texts:
                 f.write(json.dumps({"text": t}) + "\n")
         reqfile = f.name
-    out = subprocess.run([PROBE, reqfile], capture_output=True, check=True).stdout.decode().split("\n")
+    out = (
+        subprocess.run([PROBE, reqfile], capture_output=True, check=True)
+        .stdout.decode()
+        .split("\n")
+    )
     os.unlink(reqfile)
     it = iter(out)
     stats = {}
@@ -241,8 +288,17 @@ def main():
                 st[1] += 1
             elif shown < 15:
                 shown += 1
-                print("MISMATCH", fam, repr(t), "\n  model:", json.dumps(model, ensure_ascii=False)[:400],
-                      "\n  ours:", got, "\n  hf:  ", exp)
+                print(
+                    "MISMATCH",
+                    fam,
+                    repr(t),
+                    "\n  model:",
+                    json.dumps(model, ensure_ascii=False)[:400],
+                    "\n  ours:",
+                    got,
+                    "\n  hf:  ",
+                    exp,
+                )
     for k, (n, ok) in sorted(stats.items()):
         print(f"{k}: {ok}/{n} matched")
 

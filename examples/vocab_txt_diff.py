@@ -11,13 +11,34 @@ import tempfile
 
 from tokenizers import BertWordPieceTokenizer
 
-DATA = os.environ.get("PIECEWORK_DATA", "/work/shared/data")
+# ../shared/data beside the checkout, unless PIECEWORK_DATA says otherwise.
+DATA = os.environ.get(
+    "PIECEWORK_DATA",
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"),
+)
 PROBE = os.environ.get("PROBE", "target/release/examples/model_probe")
-WS = [" ", "\t", "\r", "\u00a0", "\u3000", "\u2028", "\u0085", "\u200b", "\ufeff", "\u001f", "\u000b", "\u000c"]
+WS = [
+    " ",
+    "\t",
+    "\r",
+    "\u00a0",
+    "\u3000",
+    "\u2028",
+    "\u0085",
+    "\u200b",
+    "\ufeff",
+    "\u001f",
+    "\u000b",
+    "\u000c",
+]
 
 
 # Unicode White_Space (Python's str.isspace also counts U+001C..U+001F, which it is not).
-WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+WHITE_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680"
+    + "".join(map(chr, range(0x2000, 0x200B)))
+    + "\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 def hf_doc(path, lowercase, strip_accents):
@@ -32,8 +53,13 @@ def main():
     rng = random.Random(7)
     files = []
     tmp = tempfile.mkdtemp()
-    for rel in ["bert-base-uncased/vocab.txt", "bert-base-cased/vocab.txt", "bert-base-chinese/vocab.txt",
-                "tftext-test/test_wp_en_vocab.txt", "hf-transformers-fixtures/vocab.txt"]:
+    for rel in [
+        "bert-base-uncased/vocab.txt",
+        "bert-base-cased/vocab.txt",
+        "bert-base-chinese/vocab.txt",
+        "tftext-test/test_wp_en_vocab.txt",
+        "hf-transformers-fixtures/vocab.txt",
+    ]:
         p = os.path.join(DATA, rel)
         if os.path.exists(p):
             files.append(p)
@@ -41,7 +67,12 @@ def main():
         toks = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "B", "##c", "é", "", "a"]
         rng.shuffle(toks)
         toks = toks[: rng.randint(1, len(toks))]
-        lines = [(rng.choice(WS) if rng.random() < 0.2 else "") + t + "".join(rng.choice(WS) for _ in range(rng.randint(0, 2))) for t in toks]
+        lines = [
+            (rng.choice(WS) if rng.random() < 0.2 else "")
+            + t
+            + "".join(rng.choice(WS) for _ in range(rng.randint(0, 2)))
+            for t in toks
+        ]
         data = "\n".join(lines) + rng.choice(["", "\n", "\r\n", "\n\n"])
         raw = data.encode("utf-8")
         if rng.random() < 0.05:
@@ -58,7 +89,11 @@ def main():
     with open(req_path, "w") as f:
         for p, lc, sa in reqs:
             f.write(json.dumps({"vocab_txt": p, "lowercase": lc, "strip_accents": sa}) + "\n")
-    out = subprocess.run([PROBE, req_path], capture_output=True, check=True).stdout.decode().split("\n")
+    out = (
+        subprocess.run([PROBE, req_path], capture_output=True, check=True)
+        .stdout.decode()
+        .split("\n")
+    )
     n = ok = 0
     shown = 0
     for (p, lc, sa), line in zip(reqs, out):

@@ -572,9 +572,9 @@ impl Encoding {
         let n = target_length - len;
         fn grow<T: Clone>(v: &mut Vec<T>, n: usize, x: T, left: bool) {
             if left {
-                v.splice(0..0, std::iter::repeat(x).take(n));
+                v.splice(0..0, std::iter::repeat_n(x, n));
             } else {
-                v.extend(std::iter::repeat(x).take(n));
+                v.extend(std::iter::repeat_n(x, n));
             }
         }
         let left = direction == Direction::Left;

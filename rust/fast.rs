@@ -45,9 +45,11 @@ pub(crate) enum Piece {
     Slow { start: usize, end: usize },
 }
 
+/// The ASCII characters BertNormalizer turns into a space. VT and FF are whitespace but also
+/// controls, and clean_text drops controls first, so they join their neighbours instead.
 #[inline]
 fn is_ascii_ws(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
 impl FastPath {

@@ -14,6 +14,7 @@ use crate::models::{Model, ModelWrapper, Token};
 use crate::normalizers::Normalizer;
 use crate::pre_tokenizers::PreTokenizer;
 use crate::processors::PostProcessor;
+use crate::sentencepiece::{SentencePiece, SpmOptions};
 use crate::text::{ByteToCharOffsets, PreTokenizedString};
 use rayon::prelude::*;
 use serde_json::Value;
@@ -31,7 +32,7 @@ pub enum InputSequence<'a> {
 /// truncation makes a new value with the same core.
 #[derive(Clone)]
 pub struct Tokenizer {
-    core: Arc<Core>,
+    core: Arc<Backend>,
     padding: Option<PaddingParams>,
     truncation: Option<TruncationParams>,
 }
@@ -63,10 +64,33 @@ impl Tokenizer {
     pub fn from_json_value(v: Value) -> Result<Self> {
         let (core, padding, truncation) = crate::formats::tokenizer_json::build(v)?;
         Ok(Tokenizer {
-            core: Arc::new(core),
+            core: Arc::new(Backend::Json(Box::new(core))),
             padding,
             truncation,
         })
+    }
+
+    /// A tokenizer over a SentencePiece `.model` (serialized ModelProto), run exactly as the
+    /// sentencepiece library runs it.
+    pub fn from_sentencepiece(bytes: &[u8]) -> Result<Self> {
+        Ok(Self::from_backend(Backend::Sp(Box::new(
+            SentencePiece::from_model_bytes(bytes)?,
+        ))))
+    }
+
+    /// A tokenizer over a `.spm` text vocabulary.
+    pub fn from_spm_text(text: &str, opts: &SpmOptions) -> Result<Self> {
+        Ok(Self::from_backend(Backend::Sp(Box::new(
+            SentencePiece::from_spm_text(text, opts)?,
+        ))))
+    }
+
+    fn from_backend(b: Backend) -> Self {
+        Tokenizer {
+            core: Arc::new(b),
+            padding: None,
+            truncation: None,
+        }
     }
 
     /// A BERT tokenizer from a `vocab.txt`, composed as `BertWordPieceTokenizer` composes it.
@@ -107,7 +131,12 @@ impl Tokenizer {
 
     /// Serialize back to tokenizer.json (with the current padding and truncation).
     pub fn to_json_string(&self, pretty: bool) -> Result<String> {
-        let mut v = self.core.json.clone();
+        let Backend::Json(core) = &*self.core else {
+            return Err(Error::unsupported(
+                "a SentencePiece tokenizer has no tokenizer.json form (save it as .model or .spm)",
+            ));
+        };
+        let mut v = core.json.clone();
         if let Some(obj) = v.as_object_mut() {
             obj.insert(
                 "truncation".into(),
@@ -169,18 +198,32 @@ impl Tokenizer {
         add_special_tokens: bool,
         out: &mut Vec<u32>,
     ) -> Result<()> {
-        let needs_full =
-            self.truncation.is_some() || (add_special_tokens && self.core.post_processor.is_some());
-        if needs_full {
-            let unpadded = Tokenizer {
-                padding: None,
-                ..self.clone()
-            };
-            let enc = unpadded.encode(InputSequence::Raw(text), None, add_special_tokens)?;
-            out.extend_from_slice(&enc.ids);
-            return Ok(());
+        let processor = self.core.post_processor().filter(|_| add_special_tokens);
+        if self.truncation.is_none() && processor.is_none() {
+            return self.core.ids_of_text(text, out);
         }
-        self.core.ids_of_text(text, out)
+        // Truncation and the post-processor only move ids around; give them an encoding whose
+        // other fields are cheap placeholders (empty strings do not allocate).
+        let mut ids = Vec::new();
+        self.core.ids_of_text(text, &mut ids)?;
+        let n = ids.len();
+        let light = Encoding {
+            ids,
+            type_ids: vec![0; n],
+            tokens: vec![String::new(); n],
+            words: vec![None; n],
+            offsets: vec![(0, 0); n],
+            special_tokens_mask: vec![0; n],
+            attention_mask: vec![1; n],
+            ..Encoding::default()
+        };
+        let unpadded = Tokenizer {
+            padding: None,
+            ..self.clone()
+        };
+        let enc = unpadded.post_process(light, None, add_special_tokens)?;
+        out.extend_from_slice(&enc.ids);
+        Ok(())
     }
 
     /// Ids of many texts across threads (no padding), for the fast batch outputs.
@@ -201,25 +244,7 @@ impl Tokenizer {
     }
 
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
-        let core = &self.core;
-        let tokens: Vec<String> = ids
-            .iter()
-            .filter_map(|&id| {
-                let t = core
-                    .added
-                    .id_to_token(id)
-                    .or_else(|| core.model.as_model().id_to_token(id))?;
-                if skip_special_tokens && core.added.is_special(t) {
-                    None
-                } else {
-                    Some(t.to_owned())
-                }
-            })
-            .collect();
-        match &core.decoder {
-            Some(d) => Ok(d.decode_chain(tokens)?.concat()),
-            None => Ok(tokens.join(" ")),
-        }
+        self.core.decode(ids, skip_special_tokens)
     }
 
     pub fn decode_batch(
@@ -236,42 +261,40 @@ impl Tokenizer {
     }
 
     pub fn token_to_id(&self, token: &str) -> Option<u32> {
-        self.core
-            .added
-            .token_to_id(token)
-            .or_else(|| self.core.model.as_model().token_to_id(token))
+        self.core.token_to_id(token)
     }
     pub fn id_to_token(&self, id: u32) -> Option<String> {
-        self.core
-            .added
-            .id_to_token(id)
-            .or_else(|| self.core.model.as_model().id_to_token(id))
-            .map(str::to_owned)
+        self.core.id_to_token(id).map(str::to_owned)
     }
     pub fn get_vocab(&self, with_added_tokens: bool) -> HashMap<String, u32> {
-        let mut v = self.core.model.as_model().vocab();
-        if with_added_tokens {
-            for (t, id) in self.core.added.vocab() {
-                v.insert(t.clone(), *id);
-            }
-        }
-        v
+        self.core.vocab(with_added_tokens)
     }
     pub fn get_vocab_size(&self, with_added_tokens: bool) -> usize {
         if with_added_tokens {
             self.get_vocab(true).len()
         } else {
-            self.core.model.as_model().vocab_size()
+            self.core.model_vocab_size()
         }
     }
-    /// The added tokens with their ids, sorted by id.
+    /// The added tokens with their ids, sorted by id (none for a SentencePiece tokenizer).
     pub fn added_tokens(&self) -> Vec<(u32, AddedToken)> {
-        self.core
-            .added
-            .tokens_by_id()
-            .into_iter()
-            .map(|(i, t)| (i, t.clone()))
-            .collect()
+        match &*self.core {
+            Backend::Json(c) => c
+                .added
+                .tokens_by_id()
+                .into_iter()
+                .map(|(i, t)| (i, t.clone()))
+                .collect(),
+            Backend::Sp(_) => Vec::new(),
+        }
+    }
+    /// The SentencePiece processor behind this tokenizer, if it was read from a `.model` or
+    /// `.spm` file.
+    pub fn sentencepiece(&self) -> Option<&SentencePiece> {
+        match &*self.core {
+            Backend::Sp(sp) => Some(sp),
+            Backend::Json(_) => None,
+        }
     }
     pub fn padding(&self) -> Option<&PaddingParams> {
         self.padding.as_ref()
@@ -307,8 +330,7 @@ impl Tokenizer {
 
     fn n_added_tokens(&self, is_pair: bool) -> usize {
         self.core
-            .post_processor
-            .as_ref()
+            .post_processor()
             .map_or(0, |p| p.added_tokens(is_pair))
     }
 
@@ -333,7 +355,7 @@ impl Tokenizer {
             }
             None => (enc, pair),
         };
-        let enc = match &self.core.post_processor {
+        let enc = match self.core.post_processor() {
             Some(p) => p.process(enc, pair, add_special_tokens)?,
             None => crate::processors::default_process(enc, pair, add_special_tokens)?,
         };
@@ -347,6 +369,147 @@ impl Tokenizer {
             None => Ok(enc),
         }
     }
+}
+
+/// What runs the text: a tokenizer.json pipeline, or a SentencePiece processor.
+pub(crate) enum Backend {
+    Json(Box<Core>),
+    Sp(Box<SentencePiece>),
+}
+
+impl Backend {
+    fn post_processor(&self) -> Option<&dyn PostProcessor> {
+        match self {
+            Backend::Json(c) => c.post_processor.as_deref(),
+            Backend::Sp(_) => None,
+        }
+    }
+
+    fn encode_sequence(&self, seq: &InputSequence<'_>, type_id: u32) -> Result<Encoding> {
+        match self {
+            Backend::Json(c) => c.encode_sequence(seq, type_id),
+            Backend::Sp(sp) => match seq {
+                InputSequence::Raw(s) => sp_encode_text(sp, s, type_id, None),
+                InputSequence::PreTokenized(words) => {
+                    let mut enc = Encoding::default();
+                    for (i, w) in words.iter().enumerate() {
+                        enc.merge_with(sp_encode_text(sp, w, type_id, Some(i as u32))?, false);
+                    }
+                    Ok(enc)
+                }
+            },
+        }
+    }
+
+    fn ids_of_text(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        match self {
+            Backend::Json(c) => c.ids_of_text(text, out),
+            Backend::Sp(sp) => sp.encode_ids(text, out),
+        }
+    }
+
+    fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
+        let core = match self {
+            Backend::Json(c) => c,
+            // sentencepiece drops control pieces whatever is asked.
+            Backend::Sp(sp) => return sp.decode_ids(ids),
+        };
+        let tokens: Vec<String> = ids
+            .iter()
+            .filter_map(|&id| {
+                let t = core
+                    .added
+                    .id_to_token(id)
+                    .or_else(|| core.model.as_model().id_to_token(id))?;
+                if skip_special_tokens && core.added.is_special(t) {
+                    None
+                } else {
+                    Some(t.to_owned())
+                }
+            })
+            .collect();
+        match &core.decoder {
+            Some(d) => Ok(d.decode_chain(tokens)?.concat()),
+            None => Ok(tokens.join(" ")),
+        }
+    }
+
+    fn token_to_id(&self, token: &str) -> Option<u32> {
+        match self {
+            Backend::Json(c) => c
+                .added
+                .token_to_id(token)
+                .or_else(|| c.model.as_model().token_to_id(token)),
+            Backend::Sp(sp) => sp.piece_to_id(token),
+        }
+    }
+
+    fn id_to_token(&self, id: u32) -> Option<&str> {
+        match self {
+            Backend::Json(c) => c
+                .added
+                .id_to_token(id)
+                .or_else(|| c.model.as_model().id_to_token(id)),
+            Backend::Sp(sp) => sp.id_to_piece(id),
+        }
+    }
+
+    fn vocab(&self, with_added_tokens: bool) -> HashMap<String, u32> {
+        match self {
+            Backend::Json(c) => {
+                let mut v = c.model.as_model().vocab();
+                if with_added_tokens {
+                    for (t, id) in c.added.vocab() {
+                        v.insert(t.clone(), *id);
+                    }
+                }
+                v
+            }
+            // A repeated piece keeps its last id, as sentencepiece's own map does.
+            Backend::Sp(sp) => sp
+                .pieces()
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.piece.clone(), i as u32))
+                .collect(),
+        }
+    }
+
+    fn model_vocab_size(&self) -> usize {
+        match self {
+            Backend::Json(c) => c.model.as_model().vocab_size(),
+            Backend::Sp(sp) => sp.piece_size(),
+        }
+    }
+}
+
+/// A SentencePiece encoding: ids, pieces, and sentencepiece's byte offsets as code points.
+fn sp_encode_text(
+    sp: &SentencePiece,
+    text: &str,
+    type_id: u32,
+    word_idx: Option<u32>,
+) -> Result<Encoding> {
+    let (mut toks, mut pieces) = (Vec::new(), Vec::new());
+    sp.encode_with_pieces(text, &mut toks, &mut pieces)?;
+    // Code point index of every byte boundary (offsets may sit at the very end).
+    let mut chars = Vec::with_capacity(text.len() + 1);
+    for (i, c) in text.chars().enumerate() {
+        chars.extend(std::iter::repeat_n(i, c.len_utf8()));
+    }
+    chars.push(text.chars().count());
+    let at = |b: usize| chars.get(b).copied().unwrap_or(chars.len() - 1);
+    let mut enc = Encoding::default();
+    for (t, piece) in toks.iter().zip(pieces) {
+        enc.ids.push(t.id);
+        enc.tokens.push(piece);
+        enc.offsets.push((at(t.begin), at(t.end)));
+        enc.words.push(word_idx);
+        enc.type_ids.push(type_id);
+        enc.special_tokens_mask.push(0);
+        enc.attention_mask.push(1);
+    }
+    Ok(enc)
 }
 
 impl Core {
@@ -546,6 +709,89 @@ impl EncodingBuilder {
                 }
             }
             self.word += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bert_json() -> String {
+        let vocab = [
+            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "ab", "##b", "##c", "##a",
+            "!", ".", "e", "##e", "é", "中", "x", "##x", "ca", "##fe", "caf", "[", "]",
+        ];
+        let v: serde_json::Map<String, Value> = vocab
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.to_string(), Value::from(i as u32)))
+            .collect();
+        serde_json::json!({
+            "version": "1.0",
+            "added_tokens": [
+                {"id": 2, "content": "[CLS]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+                {"id": 4, "content": "[MASK]", "single_word": false, "lstrip": true, "rstrip": false, "normalized": false, "special": true}
+            ],
+            "normalizer": {"type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true, "strip_accents": null, "lowercase": true},
+            "pre_tokenizer": {"type": "BertPreTokenizer"},
+            "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 100, "vocab": v}
+        })
+        .to_string()
+    }
+
+    /// A small deterministic generator, so the test needs no extra dependency.
+    fn texts(n: usize) -> Vec<String> {
+        let alphabet: Vec<char> =
+            "abcABCxX é中!.[]\t\n\r\u{b}\u{c}\u{1c}\u{85}\u{0}\u{1}\u{7f}\u{a0}\u{3000}\u{301}\u{2028}\u{fffd}ﬁ𝔸CAFÉ"
+                .chars()
+                .collect();
+        let words = ["[CLS]", "[MASK]", " [MASK]", "café", "abc"];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        (0..n)
+            .map(|_| {
+                let len = (next() % 24) as usize;
+                let mut s = String::new();
+                for _ in 0..len {
+                    if next() % 8 == 0 {
+                        s.push_str(words[(next() % words.len() as u64) as usize]);
+                    } else {
+                        s.push(alphabet[(next() % alphabet.len() as u64) as usize]);
+                    }
+                }
+                s
+            })
+            .collect()
+    }
+
+    #[test]
+    fn bert_fast_path_equals_general_pipeline() {
+        let fast = Tokenizer::from_json_str(&bert_json()).unwrap();
+        let mut slow = Tokenizer::from_json_str(&bert_json()).unwrap();
+        match Arc::get_mut(&mut slow.core) {
+            Some(Backend::Json(c)) => {
+                assert!(
+                    c.fast.is_some(),
+                    "the BERT pipeline should take the fast path"
+                );
+                c.fast = None;
+            }
+            _ => panic!("expected a tokenizer.json backend"),
+        }
+        for t in texts(1500) {
+            let a = fast.encode(InputSequence::Raw(&t), None, false).unwrap();
+            let b = slow.encode(InputSequence::Raw(&t), None, false).unwrap();
+            assert_eq!(a, b, "text {t:?}");
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            fast.encode_ids(&t, false, &mut x).unwrap();
+            slow.encode_ids(&t, false, &mut y).unwrap();
+            assert_eq!(x, y, "text {t:?}");
         }
     }
 }

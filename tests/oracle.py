@@ -50,6 +50,12 @@ def _first_difference(a: Any, b: Any) -> str:
     return f"ours {a!r} vs theirs {b!r}"
 
 
+def _clip(items: list, limit: int = 24) -> str:
+    if len(items) <= limit:
+        return repr(items)
+    return f"{items[:limit]!r} ... (+{len(items) - limit} more)"
+
+
 def compare_encodings(ours: Any, theirs: Any, context: str = "", _path: str = "encoding") -> None:
     """Assert that a piecework `Encoding` equals a `tokenizers` `Encoding` in every field,
     overflowing encodings included (recursively)."""
@@ -63,7 +69,8 @@ def compare_encodings(ours: Any, theirs: Any, context: str = "", _path: str = "e
         if a != b:
             raise AssertionError(
                 f"{_path}.{field} differs{where}:\n  {_first_difference(a, b)}\n"
-                f"  ours tokens:   {list(ours.tokens)!r}\n  theirs tokens: {list(theirs.tokens)!r}"
+                f"  ours tokens:   {_clip(list(ours.tokens))}\n"
+                f"  theirs tokens: {_clip(list(theirs.tokens))}"
             )
     a_over, b_over = ours.overflowing, theirs.overflowing
     if len(a_over) != len(b_over):

@@ -9,6 +9,8 @@ import base64
 import copy
 import functools
 import pickle
+import random
+import zlib
 
 import piecework
 import pytest
@@ -608,14 +610,41 @@ def test_from_file_sentencepiece(rel):
 
 def test_from_file_spm_text(tmp_path):
     _need("from_spm_text")
+    spm = pytest.importorskip("sentencepiece")
+    # A byte-fallback BPE model: the .spm defaults (bpe, byte_fallback) apply as they are.
+    model = data_path("llama2", "tokenizer.model")
     path = tmp_path / "v.spm"
-    path.write_bytes(_spm_text_from_model(data_path("spm-test", "test_model.model")))
+    path.write_bytes(_spm_text_from_model(model))
     by_detection = piecework.Tokenizer.from_file(path)
     explicit = piecework.Tokenizer.from_spm_vocab(path)
     for text in SPM_TEXTS:
         assert by_detection.encode(text).ids == explicit.encode(text).ids
+    # With the model's own settings the .spm gives what sentencepiece gives (on texts its
+    # normalizer leaves alone).
+    sp = spm.SentencePieceProcessor(model_file=str(model))
+    same = piecework.Tokenizer.from_spm_vocab(path, add_dummy_prefix=True)
+    for text in ["Hello world.", "I saw a girl with a telescope.", "ab", "日本語のテキスト"]:
+        assert same.encode(text).ids == sp.encode(text), text
     with pytest.raises(piecework.TokenizerError):
-        piecework.Tokenizer.from_spm_vocab(path, model_type="word")
+        piecework.Tokenizer.from_spm_vocab(path, model_type="bogus")
+    # A Unigram model without byte pieces cannot take the byte-fallback default: a clear error.
+    unigram = tmp_path / "u.spm"
+    unigram_model = data_path("spm-test", "test_model.model")
+    unigram.write_bytes(_spm_text_from_model(unigram_model))
+    with pytest.raises(piecework.InvalidDataError):
+        piecework.Tokenizer.from_file(unigram)
+    sp = spm.SentencePieceProcessor(model_file=str(unigram_model))
+    ours = piecework.Tokenizer.from_spm_vocab(
+        unigram,
+        model_type="unigram",
+        add_dummy_prefix=True,
+        remove_extra_whitespaces=True,
+        byte_fallback=False,
+    )
+    for text in ["Hello world.", "I saw a girl with a telescope.", "  two  spaces ", "ab"]:
+        assert ours.encode(text).ids == sp.encode(text), text
+    clone = pickle.loads(pickle.dumps(ours))
+    assert clone.encode("Hello world.").ids == ours.encode("Hello world.").ids
 
 
 def test_public_names():
@@ -644,3 +673,68 @@ def test_type_stubs_match_the_extension():
         check=False,
     )
     assert r.returncode == 0, r.stdout.decode()[-3000:]
+
+
+@functools.cache
+def _default_pair():
+    from piecework.cli import default_tokenizer_path
+
+    path = default_tokenizer_path()
+    return tokenizers.Tokenizer.from_file(path), piecework.Tokenizer.from_file(path)
+
+
+@given(a=corner_text, b=st.one_of(st.none(), corner_text))
+def test_default_tokenizer_corner_text(a, b):
+    """The shipped tokenizer (BERT uncased, truncation 128, padding 128) against the oracle."""
+    theirs, ours = _default_pair()
+    compare_encodings(ours.encode(a, b), theirs.encode(a, b), f"{a!r} / {b!r}")
+    assert ours.decode(ours.encode(a).ids) == theirs.decode(theirs.encode(a).ids)
+
+
+@pytest.mark.parametrize("text", ["hello\x0bhello", "a\x0cb c", "x\x0b", "\x0c\x0bworld"])
+def test_clean_text_drops_vertical_tab_and_form_feed(text):
+    """BertNormalizer(clean_text) removes U+000B and U+000C (category Cc, not tab/LF/CR) before
+    any splitting, so they join the words around them; they are not whitespace there."""
+    theirs, ours = _default_pair()
+    compare_encodings(ours.encode(text), theirs.encode(text), repr(text))
+
+
+def _random_corner_texts(seed: int, n: int) -> list:
+    from strategies import COMBINING, CONTROL, FRAGMENTS, WHITESPACE
+
+    rng = random.Random(seed)
+    pool = FRAGMENTS + WHITESPACE + CONTROL + COMBINING
+    out = []
+    for _ in range(n):
+        parts = []
+        for _ in range(rng.randint(0, 12)):
+            if rng.random() < 0.2:
+                parts.append(
+                    chr(rng.choice([rng.randint(0, 0x2FFF), rng.randint(0x3000, 0x10FFFF)]))
+                )
+            else:
+                parts.append(rng.choice(pool))
+        out.append("".join(p for p in parts if not 0xD800 <= ord(p[0]) < 0xE000))
+    return out
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("name", ["default", *sorted(MAKERS)])
+def test_sweep_corner_texts(name):
+    """PIECEWORK_SWEEP=1: 100,000 random corner texts (and 20,000 pairs) per tokenizer."""
+    theirs, ours = _default_pair() if name == "default" else _fixed(name)
+    texts = _random_corner_texts(zlib.crc32(name.encode()), 100_000)
+    bad = []
+    for enc, ref, text in zip(ours.encode_batch(texts), theirs.encode_batch(texts), texts):
+        try:
+            compare_encodings(enc, ref)
+        except AssertionError:
+            bad.append(text)
+    pairs = list(zip(texts[:20_000], texts[20_000:40_000]))
+    for enc, ref, pair in zip(ours.encode_batch(pairs), theirs.encode_batch(pairs), pairs):
+        try:
+            compare_encodings(enc, ref)
+        except AssertionError:
+            bad.append(pair)
+    print(f"{name}: {len(bad)} of {len(texts) + len(pairs)} differ")
+    assert not bad, f"{len(bad)} differ; first: {bad[:5]!r}"

@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -179,6 +180,10 @@ def test_inspect_default():
     assert info["vocab_size_without_added_tokens"] == theirs.get_vocab_size(False)
 
 
+def f32(x: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
 def test_convert_model_to_spm(DATA, tmp_path):
     if not hasattr(_core, "_SentencePiece"):
         pytest.skip("this build has no .spm writer")
@@ -196,9 +201,15 @@ def test_convert_model_to_spm(DATA, tmp_path):
     pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
     decoded = [base64.b64decode(line.split()[0]).decode("utf-8") for line in lines]
     assert decoded == pieces
-    assert [float(line.split()[1]) for line in lines] == [
-        sp.get_score(i) for i in range(sp.get_piece_size())
+    # scores are written as the shortest decimal that gives back the same float32
+    assert [f32(float(line.split()[1])) for line in lines] == [
+        f32(sp.get_score(i)) for i in range(sp.get_piece_size())
     ]
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model.read_bytes())
+    assert [int(line.split()[2]) for line in lines] == [int(p.type) for p in proto.pieces]
     r = run_cli("inspect", str(model))
     assert r.returncode == 0, r.stderr.decode()
     (info,) = json_lines(r.stdout)

@@ -246,3 +246,41 @@ def test_data_file_decode(name: str) -> None:
             if mine != theirs:
                 bad.append((ids, skip, mine, theirs))
     assert not bad, f"{len(bad)} differences; first: {bad[0]}"
+
+
+# Unicode corners: every whitespace kind, combining marks, astral characters, controls.
+CORNERS = " \t\n\r\u00a0\u3000\u2028\u2029\u0085\u200b\ufeff\u0301\u0308é😀𝔸\x00\x1f▁#<>0xAC.,!?'"
+TOKEN = st.text(alphabet=st.sampled_from(CORNERS) | st.characters(codec="utf-8"), max_size=6)
+UNICODE_DECODERS = [
+    "wordpiece",
+    "metaspace",
+    "metaspace-never",
+    "strip-front",
+    "strip-both",
+    "replace",
+    "replace-regex",
+    "replace-lookbehind",
+    "bpe",
+    "ctc",
+    "llama",
+    "bytefallback-metaspace",
+]
+
+
+@pytest.mark.parametrize("name", UNICODE_DECODERS)
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(tokens=st.lists(TOKEN, min_size=1, max_size=8, unique=True), data=st.data())
+def test_decoder_unicode_tokens(name: str, tokens: list[str], data: st.DataObject) -> None:
+    """Arbitrary token strings (the vocabulary is generated too) decode as in the reference."""
+    tok = tokenizers.Tokenizer(
+        tokenizers.models.WordLevel({t: i for i, t in enumerate(tokens)}, unk_token=tokens[0])
+    )
+    doc = json.loads(tok.to_str())
+    doc["decoder"] = DECODERS[name]
+    doc = json.dumps(doc)
+    ref = tokenizers.Tokenizer.from_str(doc)
+    ours = piecework.Tokenizer.from_str(doc)
+    ids = data.draw(st.lists(st.integers(0, len(tokens) - 1), max_size=10))
+    assert outcome(ours.decode, ids) == outcome(ref.decode, ids)

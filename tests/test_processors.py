@@ -83,6 +83,30 @@ PROCESSORS: dict[str, Any] = {
         "pair": [_seq("A"), _seq("B", 1)],
         "special_tokens": {},
     },
+    # An input used twice: each copy gets the type id of its own place.
+    "template-twice": {
+        "type": "TemplateProcessing",
+        "single": [_seq("A", 1), _sp("[SEP]"), _seq("A", 2)],
+        "pair": [_seq("B", 3), _seq("A"), _sp("[CLS]", 1), _seq("B", 4)],
+        "special_tokens": SPECIAL_TOKENS,
+    },
+    "sequence-trim-template": {
+        "type": "Sequence",
+        "processors": [
+            {
+                "type": "ByteLevel",
+                "add_prefix_space": True,
+                "trim_offsets": True,
+                "use_regex": True,
+            },
+            {
+                "type": "TemplateProcessing",
+                "single": [_sp("[CLS]"), _seq("A")],
+                "pair": [_sp("[CLS]"), _seq("A"), _sp("[CLS]", 1), _seq("B", 1)],
+                "special_tokens": SPECIAL_TOKENS,
+            },
+        ],
+    },
     "bytelevel-untrimmed": {
         "type": "ByteLevel",
         "add_prefix_space": True,
@@ -273,3 +297,14 @@ def test_untagged_quirks_are_kept() -> None:
     }
     ref, ours = load_pair(_document(False, post), False)
     assert fields(ours.encode("ab", "cd")) == fields(ref.encode("ab", "cd"))
+
+
+@pytest.mark.parametrize("name", ["bert", "template-odd", "roberta", "none"])
+def test_pretokenized_input(name: str) -> None:
+    """Pre-split words (word ids come from the list positions) through each processor."""
+    ref, ours = load_pair(_document(False, PROCESSORS[name]), False)
+    cases = [(["ab", "c"], None), (["a", "bcd", "h"], ["ef", "g"]), ([], ["a"]), (["a"], [])]
+    for a, b in cases:
+        for add in (True, False):
+            kw = {"is_pretokenized": True, "add_special_tokens": add}
+            assert outcome(ours.encode, a, b, **kw) == outcome(ref.encode, a, b, **kw)

@@ -7,7 +7,7 @@ the Rust core, this class only picks the entry point from the argument's shape.
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any
 
 from ._core import _SentencePiece
 
@@ -28,22 +28,26 @@ class SentencePieceProcessor:
 
     def __init__(
         self,
-        model_file: Optional[str | os.PathLike[str]] = None,
-        model_proto: Optional[bytes] = None,
+        model_file: str | os.PathLike[str] | None = None,
+        model_proto: bytes | None = None,
         out_type: Any = int,
         add_bos: bool = False,
         add_eos: bool = False,
+        reverse: bool = False,
+        emit_unk_piece: bool = False,
     ) -> None:
-        self._sp: Optional[_SentencePiece] = None
+        self._sp: _SentencePiece | None = None
         self._out_type = out_type
         self._add_bos = add_bos
         self._add_eos = add_eos
+        self._reverse = reverse
+        self._emit_unk_piece = emit_unk_piece
         if model_file or model_proto:
             self.Load(model_file=model_file, model_proto=model_proto)
 
     # ---- loading ----
 
-    def Load(self, model_file: Any = None, model_proto: Optional[bytes] = None) -> bool:
+    def Load(self, model_file: Any = None, model_proto: bytes | None = None) -> bool:
         if model_file and model_proto:
             raise ValueError("model_file and model_proto must be exclusive.")
         if model_proto:
@@ -65,7 +69,7 @@ class SentencePieceProcessor:
         return True
 
     @classmethod
-    def from_spm(cls, text: str, **options: Any) -> "SentencePieceProcessor":
+    def from_spm(cls, text: str, **options: Any) -> SentencePieceProcessor:
         """Load a ``.spm`` text vocabulary (piecework extension). Options: ``model_type``,
         ``add_dummy_prefix``, ``remove_extra_whitespaces``, ``byte_fallback``,
         ``escape_whitespaces``, ``treat_whitespace_as_suffix``, ``precompiled_charsmap``."""
@@ -85,26 +89,34 @@ class SentencePieceProcessor:
         self,
         input: Any,
         out_type: Any = None,
-        add_bos: Optional[bool] = None,
-        add_eos: Optional[bool] = None,
-        **_ignored: Any,
+        add_bos: bool | None = None,
+        add_eos: bool | None = None,
+        reverse: bool | None = None,
+        emit_unk_piece: bool | None = None,
+        enable_sampling: bool = False,
+        **_defaults: Any,
     ) -> Any:
+        if enable_sampling:
+            raise ValueError("piecework: enable_sampling is not supported")
         out_type = self._out_type if out_type is None else out_type
         add_bos = self._add_bos if add_bos is None else add_bos
         add_eos = self._add_eos if add_eos is None else add_eos
+        reverse = self._reverse if reverse is None else reverse
+        emit_unk_piece = self._emit_unk_piece if emit_unk_piece is None else emit_unk_piece
         sp = self._core
         if isinstance(input, list):
-            texts = [_text(t) for t in input]
+            # The Rust side takes a list of str as it is; only bytes need decoding first.
+            texts = input if all(type(t) is str for t in input) else [_text(t) for t in input]
             if out_type is int:
-                return sp.encode_ids_batch(texts, add_bos, add_eos)
+                return sp.encode_ids_batch(texts, add_bos, add_eos, reverse)
             if out_type is str:
-                return sp.encode_pieces_batch(texts, add_bos, add_eos)
+                return sp.encode_pieces_batch(texts, add_bos, add_eos, reverse, emit_unk_piece)
         else:
             text = _text(input)
             if out_type is int:
-                return sp.encode_ids(text, add_bos, add_eos)
+                return sp.encode_ids(text, add_bos, add_eos, reverse)
             if out_type is str:
-                return sp.encode_pieces(text, add_bos, add_eos)
+                return sp.encode_pieces(text, add_bos, add_eos, reverse, emit_unk_piece)
         raise ValueError(f"unsupported out_type={out_type!r} (int or str)")
 
     def EncodeAsIds(self, input: Any, **kwargs: Any) -> Any:

@@ -173,9 +173,9 @@ class Tokenizer:
     ) -> Tokenizer:
         """A tokenizer from a .spm text vocabulary (lines ``base64(piece) score type``); the
         file carries no settings, so they are given here."""
-        if model_type not in ("bpe", "unigram"):
+        if model_type not in ("bpe", "unigram", "word", "char"):
             raise _core.TokenizerError(
-                f"Unknown `model_type`: `{model_type}`. Use one of `bpe` or `unigram`"
+                f"Unknown `model_type`: `{model_type}`. Use one of `bpe`, `unigram`, `word` or `char`"
             )
         opts = {
             "model_type": model_type,

@@ -21,11 +21,14 @@ fn out_of_range() -> PyErr {
     PyIndexError::new_err("OUT_OF_RANGE: piece id is out of range.")
 }
 
-/// Encode options shared by the single and batch entry points.
+/// Encode options shared by the single and batch entry points (as sentencepiece's Python
+/// binding applies them: unknown pieces renamed, then reversed, then `<s>` / `</s>` added).
 #[derive(Clone, Copy)]
 struct Extra {
     bos: Option<u32>,
     eos: Option<u32>,
+    reverse: bool,
+    emit_unk_piece: bool,
 }
 
 impl PySentencePiece {
@@ -36,25 +39,51 @@ impl PySentencePiece {
         Ok(id as u32)
     }
 
-    fn extra(&self, add_bos: bool, add_eos: bool) -> PyResult<Extra> {
+    fn extra(
+        &self,
+        add_bos: bool,
+        add_eos: bool,
+        reverse: bool,
+        emit_unk_piece: bool,
+    ) -> PyResult<Extra> {
+        let bos =
+            match (add_bos, self.inner.bos_id()) {
+                (false, _) => None,
+                (true, Some(id)) => Some(id),
+                (true, None) => return Err(PyValueError::new_err(
+                    "INVALID_ARGUMENT: BOS token is not defined as a control symbol in this model.",
+                )),
+            };
+        let eos =
+            match (add_eos, self.inner.eos_id()) {
+                (false, _) => None,
+                (true, Some(id)) => Some(id),
+                (true, None) => return Err(PyValueError::new_err(
+                    "INVALID_ARGUMENT: EOS token is not defined as a control symbol in this model.",
+                )),
+            };
+        if emit_unk_piece && self.inner.unk_id().is_none() {
+            return Err(PyValueError::new_err(
+                "INVALID_ARGUMENT: UNK token is not defined in this model.",
+            ));
+        }
         Ok(Extra {
-            bos: if add_bos {
-                Some(self.inner.bos_id_for_encode().map_err(to_py_err)?)
-            } else {
-                None
-            },
-            eos: if add_eos {
-                Some(self.inner.eos_id_for_encode().map_err(to_py_err)?)
-            } else {
-                None
-            },
+            bos,
+            eos,
+            reverse,
+            emit_unk_piece,
         })
     }
 
     fn ids_one(&self, text: &str, ex: Extra) -> Result<Vec<u32>, Error> {
         let mut out = Vec::new();
-        out.extend(ex.bos);
         self.inner.encode_ids(text, &mut out)?;
+        if ex.reverse {
+            out.reverse();
+        }
+        if let Some(b) = ex.bos {
+            out.insert(0, b);
+        }
         out.extend(ex.eos);
         Ok(out)
     }
@@ -64,11 +93,25 @@ impl PySentencePiece {
         let mut pieces = Vec::new();
         self.inner
             .encode_with_pieces(text, &mut toks, &mut pieces)?;
-        if ex.bos.is_some() {
-            pieces.insert(0, self.inner.bos_piece().to_string());
+        if ex.emit_unk_piece {
+            if let Some(unk) = self.inner.unk_id() {
+                let unk_piece = self.inner.id_to_piece(unk).unwrap_or_default();
+                for p in pieces.iter_mut() {
+                    if self.inner.piece_to_id_or_unk(p) == unk {
+                        *p = unk_piece.to_string();
+                    }
+                }
+            }
         }
-        if ex.eos.is_some() {
-            pieces.push(self.inner.eos_piece().to_string());
+        if ex.reverse {
+            pieces.reverse();
+        }
+        let piece = |id: u32| self.inner.id_to_piece(id).unwrap_or_default().to_string();
+        if let Some(b) = ex.bos {
+            pieces.insert(0, piece(b));
+        }
+        if let Some(e) = ex.eos {
+            pieces.push(piece(e));
         }
         Ok(pieces)
     }
@@ -154,27 +197,29 @@ impl PySentencePiece {
         Ok(PySentencePiece { inner })
     }
 
-    #[pyo3(signature = (text, add_bos = false, add_eos = false))]
+    #[pyo3(signature = (text, add_bos = false, add_eos = false, reverse = false))]
     fn encode_ids(
         &self,
         py: Python<'_>,
         text: &str,
         add_bos: bool,
         add_eos: bool,
+        reverse: bool,
     ) -> PyResult<Vec<u32>> {
-        let ex = self.extra(add_bos, add_eos)?;
+        let ex = self.extra(add_bos, add_eos, reverse, false)?;
         py.detach(|| self.ids_one(text, ex)).map_err(to_py_err)
     }
 
-    #[pyo3(signature = (texts, add_bos = false, add_eos = false))]
+    #[pyo3(signature = (texts, add_bos = false, add_eos = false, reverse = false))]
     fn encode_ids_batch(
         &self,
         py: Python<'_>,
         texts: Vec<String>,
         add_bos: bool,
         add_eos: bool,
+        reverse: bool,
     ) -> PyResult<Vec<Vec<u32>>> {
-        let ex = self.extra(add_bos, add_eos)?;
+        let ex = self.extra(add_bos, add_eos, reverse, false)?;
         py.detach(|| {
             texts
                 .par_iter()
@@ -184,27 +229,31 @@ impl PySentencePiece {
         .map_err(to_py_err)
     }
 
-    #[pyo3(signature = (text, add_bos = false, add_eos = false))]
+    #[pyo3(signature = (text, add_bos = false, add_eos = false, reverse = false, emit_unk_piece = false))]
     fn encode_pieces(
         &self,
         py: Python<'_>,
         text: &str,
         add_bos: bool,
         add_eos: bool,
+        reverse: bool,
+        emit_unk_piece: bool,
     ) -> PyResult<Vec<String>> {
-        let ex = self.extra(add_bos, add_eos)?;
+        let ex = self.extra(add_bos, add_eos, reverse, emit_unk_piece)?;
         py.detach(|| self.pieces_one(text, ex)).map_err(to_py_err)
     }
 
-    #[pyo3(signature = (texts, add_bos = false, add_eos = false))]
+    #[pyo3(signature = (texts, add_bos = false, add_eos = false, reverse = false, emit_unk_piece = false))]
     fn encode_pieces_batch(
         &self,
         py: Python<'_>,
         texts: Vec<String>,
         add_bos: bool,
         add_eos: bool,
+        reverse: bool,
+        emit_unk_piece: bool,
     ) -> PyResult<Vec<Vec<String>>> {
-        let ex = self.extra(add_bos, add_eos)?;
+        let ex = self.extra(add_bos, add_eos, reverse, emit_unk_piece)?;
         py.detach(|| {
             texts
                 .par_iter()
@@ -299,13 +348,22 @@ impl PySentencePiece {
         py: Python<'py>,
         piece: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        // A model without an UNKNOWN piece answers -1, as sentencepiece does.
+        let id = |s: &str| -> i64 {
+            let i = self.inner.piece_to_id_or_unk(s);
+            if i == u32::MAX {
+                -1
+            } else {
+                i64::from(i)
+            }
+        };
         if let Ok(s) = piece.extract::<String>() {
-            return self.inner.piece_to_id_or_unk(&s).into_bound_py_any(py);
+            return id(&s).into_bound_py_any(py);
         }
         let v: Vec<String> = piece
             .extract()
             .map_err(|_| PyTypeError::new_err("expected a str or a sequence of str"))?;
-        let ids: Vec<u32> = v.iter().map(|s| self.inner.piece_to_id_or_unk(s)).collect();
+        let ids: Vec<i64> = v.iter().map(|s| id(s)).collect();
         Ok(PyList::new(py, ids)?.into_any())
     }
 

@@ -210,6 +210,51 @@ impl PyTokenizer {
         Ok(Self::new(tok))
     }
 
+    /// A tokenizer over a SentencePiece `.model` (its bytes), run as sentencepiece runs it.
+    #[staticmethod]
+    fn from_sentencepiece(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
+        let tok = py
+            .detach(|| Tokenizer::from_sentencepiece(data))
+            .map_err(to_py_err)?;
+        Ok(Self::new(tok))
+    }
+
+    /// A tokenizer over a `.spm` text vocabulary; the file holds no settings, so they are given.
+    #[staticmethod]
+    #[pyo3(signature = (text, model_type = "bpe", add_dummy_prefix = false, remove_extra_whitespaces = false, byte_fallback = true))]
+    fn from_spm_text(
+        py: Python<'_>,
+        text: &str,
+        model_type: &str,
+        add_dummy_prefix: bool,
+        remove_extra_whitespaces: bool,
+        byte_fallback: bool,
+    ) -> PyResult<Self> {
+        use crate::sentencepiece::{ModelType, SpmOptions};
+        let model_type = match model_type {
+            "bpe" => ModelType::Bpe,
+            "unigram" => ModelType::Unigram,
+            "word" => ModelType::Word,
+            "char" => ModelType::Char,
+            other => {
+                return Err(to_py_err(crate::Error::other(format!(
+                    "Unknown `model_type`: `{other}`. Use one of `bpe`, `unigram`, `word` or `char`"
+                ))))
+            }
+        };
+        let opts = SpmOptions {
+            model_type,
+            add_dummy_prefix,
+            remove_extra_whitespaces,
+            byte_fallback,
+            ..SpmOptions::default()
+        };
+        let tok = py
+            .detach(|| Tokenizer::from_spm_text(text, &opts))
+            .map_err(to_py_err)?;
+        Ok(Self::new(tok))
+    }
+
     /// Serialize to tokenizer.json (with the current padding and truncation).
     #[pyo3(signature = (pretty = false))]
     fn to_str(&self, py: Python<'_>, pretty: bool) -> PyResult<String> {

@@ -54,20 +54,38 @@ pub enum DecoderKind {
     ByteFallback,
 }
 
+/// The cleanup rules, applied one after the other in this order (a later rule sees the
+/// earlier rules' output); a rule whose pattern is absent costs no allocation.
+const CLEANUP_RULES: [(&str, &str); 11] = [
+    (" .", "."),
+    (" ?", "?"),
+    (" !", "!"),
+    (" ,", ","),
+    (" ' ", "'"),
+    (" n't", "n't"),
+    (" 'm", "'m"),
+    (" do not", " don't"),
+    (" 's", "'s"),
+    (" 've", "'ve"),
+    (" 're", "'re"),
+];
+
 /// The WordPiece decoder's cleanup: the spaces that BERT-style tokenization put before
 /// punctuation and inside English contractions are removed (the CTC decoder shares it).
 pub fn wordpiece_cleanup(s: &str) -> String {
-    s.replace(" .", ".")
-        .replace(" ?", "?")
-        .replace(" !", "!")
-        .replace(" ,", ",")
-        .replace(" ' ", "'")
-        .replace(" n't", "n't")
-        .replace(" 'm", "'m")
-        .replace(" do not", " don't")
-        .replace(" 's", "'s")
-        .replace(" 've", "'ve")
-        .replace(" 're", "'re")
+    cleanup_owned(s.to_owned())
+}
+
+fn cleanup_owned(mut out: String) -> String {
+    if !out.contains(' ') {
+        return out;
+    }
+    for (pattern, replacement) in CLEANUP_RULES {
+        if out.contains(pattern) {
+            out = out.replace(pattern, replacement);
+        }
+    }
+    out
 }
 
 /// `<0xXX>` → the byte, read the way the reference reads it (exactly 6 bytes, any two
@@ -87,7 +105,7 @@ fn flush_bytes(bytes: &mut Vec<u8>, out: &mut Vec<String>) {
     match std::str::from_utf8(bytes) {
         Ok(s) => out.push(s.to_owned()),
         // An invalid run is one U+FFFD per byte token, not per invalid sequence.
-        Err(_) => out.extend(std::iter::repeat("\u{FFFD}".to_owned()).take(bytes.len())),
+        Err(_) => out.extend(std::iter::repeat_n("\u{FFFD}".to_owned(), bytes.len())),
     }
     bytes.clear();
 }
@@ -137,20 +155,27 @@ fn strip(token: &str, content: char, start: usize, stop: usize) -> Result<String
     Ok(chars[start_cut..stop_cut].iter().collect())
 }
 
-fn replace(regex: &onig::Regex, content: &str, token: &str) -> String {
+fn replace(regex: &onig::Regex, content: &str, token: &str) -> Result<String> {
     // The reference never matches inside an empty token (not even an empty pattern).
     if token.is_empty() {
-        return String::new();
+        return Ok(String::new());
     }
+    let piece = |r: std::ops::Range<usize>| {
+        token.get(r).ok_or_else(|| {
+            Error::other(format!(
+                "Replace decoder: a match does not fall on character boundaries in {token:?}"
+            ))
+        })
+    };
     let mut out = String::with_capacity(token.len());
     let mut prev = 0;
     for (s, e) in regex.find_iter(token) {
-        out.push_str(&token[prev..s]);
+        out.push_str(piece(prev..s)?);
         out.push_str(content);
         prev = e;
     }
-    out.push_str(&token[prev..]);
-    out
+    out.push_str(piece(prev..token.len())?);
+    Ok(out)
 }
 
 impl Decoder for DecoderKind {
@@ -168,16 +193,16 @@ impl Decoder for DecoderKind {
             DecoderKind::WordPiece { prefix, cleanup } => tokens
                 .into_iter()
                 .enumerate()
-                .map(|(i, t)| {
-                    let t = if i == 0 {
-                        t
-                    } else if let Some(rest) = t.strip_prefix(prefix.as_str()) {
-                        rest.to_owned()
-                    } else {
-                        format!(" {t}")
-                    };
+                .map(|(i, mut t)| {
+                    if i > 0 {
+                        if t.starts_with(prefix.as_str()) {
+                            t.drain(..prefix.len());
+                        } else {
+                            t.insert(0, ' ');
+                        }
+                    }
                     if *cleanup {
-                        wordpiece_cleanup(&t)
+                        cleanup_owned(t)
                     } else {
                         t
                     }
@@ -233,9 +258,10 @@ impl Decoder for DecoderKind {
                 }
                 tokens
             }
-            DecoderKind::Replace { regex, content } => {
-                tokens.iter().map(|t| replace(regex, content, t)).collect()
-            }
+            DecoderKind::Replace { regex, content } => tokens
+                .iter()
+                .map(|t| replace(regex, content, t))
+                .collect::<Result<_>>()?,
             DecoderKind::Fuse => vec![tokens.concat()],
             DecoderKind::Strip {
                 content,

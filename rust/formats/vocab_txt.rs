@@ -8,6 +8,7 @@
 
 use crate::error::{Error, Result};
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 use unicode_categories::UnicodeCategories;
 
 /// Largest accepted vocab.txt.
@@ -75,10 +76,16 @@ pub fn bert_tokenizer_json(
         return Err(Error::invalid("vocab.txt: too many lines"));
     }
     let lowercase = lowercase.unwrap_or_else(|| !looks_cased(&tokens));
+    // A repeated entry keeps its last id; entries are written in id order, as tokenizers saves.
+    let mut last: HashMap<&str, usize> = HashMap::with_capacity(tokens.len());
+    for (id, token) in tokens.iter().enumerate() {
+        last.insert(token.as_str(), id);
+    }
     let mut vocab = Map::new();
     for (id, token) in tokens.iter().enumerate() {
-        // Later lines overwrite: a repeated entry keeps its last id.
-        vocab.insert(token.clone(), json!(id));
+        if last.get(token.as_str()) == Some(&id) {
+            vocab.insert(token.clone(), json!(id));
+        }
     }
     let id_of = |t: &str| vocab.get(t).and_then(Value::as_u64);
     let mut specials: Vec<(u64, &str)> = SPECIAL_TOKENS
@@ -200,6 +207,13 @@ mod tests {
         assert_eq!(doc["normalizer"]["strip_accents"], Value::Null);
         // [UNK] repeated: its last id (5) wins, and is the added token's id.
         assert_eq!(doc["model"]["vocab"]["[UNK]"], json!(5));
+        let order: Vec<&str> = doc["model"]["vocab"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(order, vec!["[PAD]", "[CLS]", "[SEP]", "A", "[UNK]"]);
         let added: Vec<_> = doc["added_tokens"]
             .as_array()
             .unwrap()

@@ -511,6 +511,25 @@ mod tests {
     }
 
     #[test]
+    fn long_piece_then_short_piece_reuse_the_scratch() {
+        let m = model(
+            &[("<unk>", 0.0), ("ab", -1.0), ("a", -2.0), ("b", -2.0)],
+            Some(0),
+            false,
+        );
+        // 300k bytes: "ab" repeated with an unknown 𝔸 every 1000 characters.
+        let mut long = String::new();
+        for i in 0..100_000 {
+            long.push_str(if i % 500 == 499 { "𝔸" } else { "ab" });
+        }
+        let toks = run(&m, &long).unwrap();
+        assert_eq!(toks.len(), 100_000);
+        assert_eq!(toks.last().map(|t| t.offsets.1), Some(long.len()));
+        assert_eq!(texts(&m, "aba"), vec!["ab", "a"]);
+        assert_eq!(texts(&m, "ab"), vec!["ab"]);
+    }
+
+    #[test]
     fn repeated_piece_keeps_last_id() {
         let m = model(
             &[("<unk>", 0.0), ("a", -1.0), ("a", -3.0), ("b", -1.0)],

@@ -27,6 +27,9 @@ struct WordPieceData {
     vocab: AHashMap<String, u32>,
     /// The entry each id decodes to: among the entries with that id, the last one given.
     vocab_r: AHashMap<u32, Box<str>>,
+    /// `vocab_r` as a table indexed by id, when the ids are dense enough (the usual case):
+    /// `id_to_token` runs once per token when an encoding is built.
+    dense_r: Vec<Option<Box<str>>>,
     /// Ids carried by more than one entry; only for these can a token's text differ from
     /// `id_to_token(id)`.
     shared_ids: AHashSet<u32>,
@@ -72,6 +75,21 @@ pub(super) fn build_vocab(pairs: Vec<(String, u32)>) -> VocabTables {
         .collect();
     let vocab = last.into_iter().map(|(t, (id, _))| (t, id)).collect();
     (vocab, vocab_r, shared)
+}
+
+/// The id → entry map as a table, or an empty one when the ids are too sparse for it.
+pub(super) fn dense_table(vocab_r: &AHashMap<u32, Box<str>>) -> Vec<Option<Box<str>>> {
+    let Some(&max) = vocab_r.keys().max() else {
+        return Vec::new();
+    };
+    if max as usize > 2 * vocab_r.len() + 1024 {
+        return Vec::new();
+    }
+    let mut t = vec![None; max as usize + 1];
+    for (&id, tok) in vocab_r {
+        t[id as usize] = Some(tok.clone());
+    }
+    t
 }
 
 /// Read a tokenizer.json vocabulary object `{entry: id}` (in the order serde_json gives).
@@ -140,10 +158,12 @@ impl WordPiece {
             t.strip_prefix(prefix.as_str())
                 .map(|suffix| (suffix.as_bytes(), id))
         }));
+        let dense_r = dense_table(&vocab_r);
         WordPiece {
             d: Box::new(WordPieceData {
                 vocab,
                 vocab_r,
+                dense_r,
                 shared_ids,
                 first,
                 rest,
@@ -277,6 +297,9 @@ impl Model for WordPiece {
     }
 
     fn id_to_token(&self, id: u32) -> Option<&str> {
+        if !self.d.dense_r.is_empty() {
+            return self.d.dense_r.get(id as usize).and_then(|t| t.as_deref());
+        }
         self.d.vocab_r.get(&id).map(|t| &**t)
     }
 
@@ -401,6 +424,22 @@ mod tests {
         assert_eq!(m.token_to_id("a"), Some(2));
         assert_eq!(m.id_to_token(1), None);
         assert_eq!(m.vocab_size(), 1);
+    }
+
+    #[test]
+    fn shared_id_in_a_file_decodes_to_the_entry_written_last() {
+        // File order, not key order: "y" comes first, "x" last.
+        let v: Value = serde_json::from_str(
+            r#"{"unk_token": "[UNK]", "continuing_subword_prefix": "@@",
+                "max_input_chars_per_word": 100, "vocab": {"y": 5, "x": 5, "[UNK]": 0}}"#,
+        )
+        .unwrap();
+        let m = WordPiece::from_json(&v).unwrap();
+        assert_eq!(m.id_to_token(5), Some("x"));
+        assert_eq!(
+            run(&m, "y").unwrap(),
+            vec![(5, Some("y".to_string()), (0, 1))]
+        );
     }
 
     #[test]

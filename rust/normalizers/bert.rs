@@ -27,7 +27,11 @@ pub fn is_bert_whitespace(c: char) -> bool {
 /// tab, LF and CR.
 #[inline]
 pub fn is_bert_control(c: char) -> bool {
-    !matches!(c, '\t' | '\n' | '\r') && c.is_other()
+    if c.is_ascii() {
+        // The only "other" ASCII characters are the C0 controls and DEL (all Cc).
+        return (c < ' ' || c == '\u{7f}') && !matches!(c, '\t' | '\n' | '\r');
+    }
+    c.is_other()
 }
 
 /// The CJK ideograph blocks BERT isolates (the original BERT list, not all of Han).
@@ -60,8 +64,30 @@ impl BertNormalizer {
     }
 }
 
+impl BertNormalizer {
+    /// ASCII text: no ideographs, no accents, and every rewrite keeps one byte per char, so
+    /// only the controls' removal touches the alignments.
+    fn normalize_ascii(&self, n: &mut NormalizedString) {
+        if self.clean_text {
+            if n.get().bytes().any(|b| is_removed(b as char)) {
+                n.filter(|c| !is_removed(c));
+            }
+            if n.get().bytes().any(|b| matches!(b, b'\t' | b'\n' | b'\r')) {
+                n.map(|c| if is_bert_whitespace(c) { ' ' } else { c });
+            }
+        }
+        if self.lowercase {
+            n.lowercase();
+        }
+    }
+}
+
 impl Normalizer for BertNormalizer {
     fn normalize(&self, n: &mut NormalizedString) -> Result<()> {
+        if n.get().is_ascii() {
+            self.normalize_ascii(n);
+            return Ok(());
+        }
         // Each step is skipped when it would change nothing: an identity rewrite leaves the
         // alignments as they are, so skipping is exact and saves the allocation.
         if self.clean_text {
@@ -87,8 +113,9 @@ impl Normalizer for BertNormalizer {
         }
         if self.strip_accents.unwrap_or(self.lowercase) {
             n.nfd();
-            if n.get().chars().any(|c| c.is_mark_nonspacing()) {
-                n.filter(|c| !c.is_mark_nonspacing());
+            let mn = |c: char| !c.is_ascii() && c.is_mark_nonspacing();
+            if n.get().chars().any(mn) {
+                n.filter(|c| !mn(c));
             }
         }
         if self.lowercase {

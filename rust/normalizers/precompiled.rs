@@ -15,6 +15,9 @@ use unicode_segmentation::UnicodeSegmentation;
 
 pub struct Precompiled {
     map: CharsMap,
+    /// A charsmap with no trie unit loads, but the reference cannot look anything up in it
+    /// (it panics on the first character).
+    empty_trie: bool,
 }
 
 /// base64 as the reference decodes it (base64 0.13 `decode`: padding optional, no trailing
@@ -48,8 +51,16 @@ impl Precompiled {
                 "{what}: the replacement strings are not valid UTF-8"
             )));
         }
-        let map = CharsMap::parse(bytes).map_err(|e| e.context(what))?;
-        Ok(Precompiled { map })
+        // The reference reads `size / 4` trie units and takes everything after them as the
+        // blob, so a size that is not a multiple of 4 is rounded down, not refused.
+        let mut normalized = Vec::with_capacity(bytes.len());
+        normalized.extend_from_slice(&(trie_bytes as u32).to_le_bytes());
+        normalized.extend_from_slice(&bytes[4..]);
+        let map = CharsMap::parse(&normalized).map_err(|e| e.context(what))?;
+        Ok(Precompiled {
+            map,
+            empty_trie: trie_bytes == 0,
+        })
     }
 
     pub(crate) fn from_obj(o: &Obj) -> Result<Self> {
@@ -85,8 +96,13 @@ fn push_replacement(t: &mut Vec<(char, isize)>, old: &str, new: &str) {
 
 impl Normalizer for Precompiled {
     fn normalize(&self, n: &mut NormalizedString) -> Result<()> {
-        if self.map.is_empty() {
-            return Ok(());
+        if self.empty_trie {
+            if n.is_empty() {
+                return Ok(());
+            }
+            return Err(Error::invalid(
+                "normalizer `Precompiled`: field `precompiled_charsmap` has an empty trie",
+            ));
         }
         let text = n.get();
         let mut t: Vec<(char, isize)> = Vec::with_capacity(text.len());
@@ -143,6 +159,11 @@ mod tests {
         assert!(Precompiled::from_bytes(&[8, 0, 0, 0, 0, 0, 0, 0]).is_err());
         // Empty trie, blob with invalid UTF-8.
         assert!(Precompiled::from_bytes(&[0, 0, 0, 0, 0xff]).is_err());
-        assert!(Precompiled::from_bytes(&[0, 0, 0, 0, b'a', 0]).is_ok());
+        // An empty trie loads but cannot normalize text.
+        let p = Precompiled::from_bytes(&[0, 0, 0, 0, b'a', 0]).unwrap();
+        let mut n = NormalizedString::from("x");
+        assert!(p.normalize(&mut n).is_err());
+        // A trie size that is not a multiple of 4 is rounded down: 3 → no unit, blob "ab".
+        assert!(Precompiled::from_bytes(&[3, 0, 0, 0, b'a', b'b']).is_ok());
     }
 }

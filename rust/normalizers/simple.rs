@@ -20,30 +20,13 @@ pub struct Unicode(pub UnicodeForm);
 
 impl Normalizer for Unicode {
     fn normalize(&self, n: &mut NormalizedString) -> Result<()> {
-        use unicode_normalization_alignments::{is_nfd_quick, is_nfkd_quick, IsNormalized};
-        // ASCII is invariant under every form, and a string that passes the decomposition
-        // quick check decomposes to itself char for char: both rewrites would be identities.
-        if n.get().is_ascii() {
-            return Ok(());
-        }
+        // `NormalizedString` skips a form the text is already in.
         match self.0 {
-            UnicodeForm::Nfc => {
-                n.nfc();
-            }
-            UnicodeForm::Nfkc => {
-                n.nfkc();
-            }
-            UnicodeForm::Nfd => {
-                if is_nfd_quick(n.get().chars()) != IsNormalized::Yes {
-                    n.nfd();
-                }
-            }
-            UnicodeForm::Nfkd => {
-                if is_nfkd_quick(n.get().chars()) != IsNormalized::Yes {
-                    n.nfkd();
-                }
-            }
-        }
+            UnicodeForm::Nfc => n.nfc(),
+            UnicodeForm::Nfd => n.nfd(),
+            UnicodeForm::Nfkc => n.nfkc(),
+            UnicodeForm::Nfkd => n.nfkd(),
+        };
         Ok(())
     }
 }

@@ -60,7 +60,11 @@ pub(crate) fn split_by_class(
 /// symbols like `$`, `+`, `^`) or a Unicode P* category (unicode_categories 0.1.1).
 #[inline]
 pub fn is_bert_punctuation(c: char) -> bool {
-    c.is_ascii_punctuation() || c.is_punctuation()
+    if c.is_ascii() {
+        // Every ASCII P* character is also ASCII punctuation.
+        return c.is_ascii_punctuation();
+    }
+    c.is_punctuation()
 }
 
 /// Split on whitespace (removed), then isolate each punctuation character.

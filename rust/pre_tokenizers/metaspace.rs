@@ -2,11 +2,10 @@
 //! front of the word as the prepend scheme says, and the text is split before each
 //! replacement character.
 
-use super::bert::{split_by_class, Class};
 use super::PreTokenizer;
 use crate::error::{Error, Result};
 use crate::normalizers::config::Obj;
-use crate::text::{NormalizedString, PreTokenizedString, SplitBehavior};
+use crate::text::{NormalizedString, PreTokenizedString};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PrependScheme {
@@ -77,20 +76,61 @@ impl Metaspace {
     }
 }
 
+impl Metaspace {
+    /// Replace, prepend and split in one pass. The reference's steps keep one alignment per
+    /// character: a space's replacement keeps the space's, the prepended replacement takes the
+    /// first character's; then every replacement character (except at the very start) begins
+    /// a new piece, and each piece is rebased as `slice` rebases it.
+    fn split_pieces(&self, n: &NormalizedString) -> Vec<NormalizedString> {
+        let text = n.get();
+        let al = n.alignments();
+        let shift = n.offsets_original().0;
+        let rep = self.replacement;
+        let mut out = Vec::new();
+        let Some(first) = text.chars().next() else {
+            return out;
+        };
+        let prepend = match self.prepend_scheme {
+            PrependScheme::Always => true,
+            PrependScheme::First => shift == 0,
+            PrependScheme::Never => false,
+        } && first != ' '
+            && first != rep;
+        // Pieces are words: start small rather than at the whole text's size.
+        const CAP: usize = 24;
+        let mut buf = String::with_capacity(CAP);
+        let mut balign: Vec<(usize, usize)> = Vec::with_capacity(CAP);
+        if prepend {
+            buf.push(rep);
+            balign.extend(std::iter::repeat_n(al[0], rep.len_utf8()));
+        }
+        for (b, c) in text.char_indices() {
+            let c = if c == ' ' { rep } else { c };
+            if c == rep && !buf.is_empty() {
+                out.push(NormalizedString::from_aligned_piece(
+                    std::mem::replace(&mut buf, String::with_capacity(CAP)),
+                    std::mem::replace(&mut balign, Vec::with_capacity(CAP)),
+                    shift,
+                ));
+            }
+            buf.push(c);
+            balign.extend(std::iter::repeat_n(al[b], c.len_utf8()));
+        }
+        if !buf.is_empty() {
+            out.push(NormalizedString::from_aligned_piece(buf, balign, shift));
+        }
+        out
+    }
+}
+
 impl PreTokenizer for Metaspace {
     fn pre_tokenize(&self, pts: &mut PreTokenizedString) -> Result<()> {
+        if self.split {
+            return pts.split(|_, n| Ok(self.split_pieces(&n)));
+        }
         pts.split(|_, mut n| {
             self.rewrite(&mut n)?;
-            if !self.split {
-                return Ok(vec![n]);
-            }
-            let r = self.replacement;
-            if n.get().chars().skip(1).any(|c| c == r) {
-                n.split(&r, SplitBehavior::MergedWithNext)
-            } else {
-                // No replacement after the first char: the whole split is one piece.
-                split_by_class(&n, |_| Class::Run(0))
-            }
+            Ok(vec![n])
         })
     }
 }
@@ -119,6 +159,43 @@ mod tests {
             "a b",
         );
         assert_eq!(p, vec![("a▁b".to_string(), (0, 3))]);
+    }
+
+    #[test]
+    fn one_pass_equals_rewrite_then_split() {
+        use super::*;
+        use crate::text::SplitBehavior;
+        // The reference's own steps, run on a string with non-trivial alignments (an NFKD
+        // expansion and a removal before the spaces), must give the same pieces.
+        for scheme in [
+            PrependScheme::Always,
+            PrependScheme::First,
+            PrependScheme::Never,
+        ] {
+            for (text, shift) in [
+                ("ﬁ a\u{1}  ▁b ", 0),
+                ("ﬁ a\u{1}  ▁b ", 3),
+                (" x", 0),
+                ("▁", 0),
+                ("ab", 0),
+                ("é ﬃ", 5),
+            ] {
+                let m = Metaspace::new('▁', scheme, true);
+                let mut n = NormalizedString::new(text, shift);
+                n.nfkd();
+                n.filter(|c| c != '\u{1}');
+                let fast = m.split_pieces(&n);
+                let mut slow_src = n.clone();
+                m.rewrite(&mut slow_src).unwrap();
+                let slow: Vec<NormalizedString> = slow_src
+                    .split(&'▁', SplitBehavior::MergedWithNext)
+                    .unwrap()
+                    .into_iter()
+                    .filter(|p| !p.is_empty())
+                    .collect();
+                assert_eq!(fast, slow, "{text:?} {scheme:?}");
+            }
+        }
     }
 
     #[test]

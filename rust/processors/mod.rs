@@ -79,38 +79,38 @@ pub enum Processor {
 }
 
 /// `[cls] tokens [sep]` (or `tokens [sep]`, `[sep] tokens [sep]`) around one encoding, with
-/// the sequence range covering only the input tokens. Overflowing parts of the input are
-/// dropped; the caller wraps them separately.
+/// the sequence range covering only the input tokens. The input's tokens are moved, not
+/// copied; its overflowing parts are dropped (the caller wraps them separately).
 fn wrap(
-    e: &Encoding,
-    front: Option<(&SpecialPair, u32)>,
-    back: (&SpecialPair, u32),
+    e: Encoding,
+    front: Option<&SpecialPair>,
+    back: &SpecialPair,
     type_ids: Vec<u32>,
     seq: usize,
 ) -> Encoding {
-    let n = e.len() + usize::from(front.is_some()) + 1;
+    let start = usize::from(front.is_some());
+    let n = e.len() + start + 1;
     let mut out = Encoding::with_capacity(n);
-    if let Some((f, _)) = front {
+    if let Some(f) = front {
         out.ids.push(f.id);
         out.tokens.push(f.token.clone());
         out.words.push(None);
         out.offsets.push((0, 0));
         out.special_tokens_mask.push(1);
     }
-    out.ids.extend_from_slice(&e.ids);
-    out.tokens.extend_from_slice(&e.tokens);
-    out.words.extend_from_slice(&e.words);
-    out.offsets.extend_from_slice(&e.offsets);
     out.special_tokens_mask
-        .extend(std::iter::repeat(0).take(e.ids.len()));
-    out.ids.push(back.0.id);
-    out.tokens.push(back.0.token.clone());
+        .extend(std::iter::repeat_n(0, e.ids.len()));
+    out.ids.extend(e.ids);
+    out.tokens.extend(e.tokens);
+    out.words.extend(e.words);
+    out.offsets.extend(e.offsets);
+    out.ids.push(back.id);
+    out.tokens.push(back.token.clone());
     out.words.push(None);
     out.offsets.push((0, 0));
     out.special_tokens_mask.push(1);
     out.type_ids = type_ids;
     out.attention_mask = vec![1; out.ids.len()];
-    let start = usize::from(front.is_some());
     out.sequence_ranges.insert(seq, start..out.ids.len() - 1);
     out
 }
@@ -133,17 +133,17 @@ impl BertProcessing {
             .enumerate()
             .map(|(i, mut e)| {
                 let overflowing = std::mem::take(&mut e.overflowing);
-                let one = |e: &Encoding| {
+                let one = |e: Encoding| {
                     if i == 0 {
                         let t = concat_type_ids(Some(0), &e.type_ids, 0);
-                        wrap(e, Some((&self.cls, 0)), (&self.sep, 0), t, 0)
+                        wrap(e, Some(&self.cls), &self.sep, t, 0)
                     } else {
                         let t = concat_type_ids(None, &e.type_ids, 1);
-                        wrap(e, None, (&self.sep, 1), t, 1)
+                        wrap(e, None, &self.sep, t, 1)
                     }
                 };
-                let mut out = one(&e);
-                out.overflowing = overflowing.iter().map(one).collect();
+                let mut out = one(e);
+                out.overflowing = overflowing.into_iter().map(one).collect();
                 out
             })
             .collect()
@@ -159,7 +159,7 @@ impl RobertaProcessing {
         }
         // Roberta gives every token type id 0 (the overflowing parts only when wrapped).
         for e in &mut encodings {
-            e.type_ids = vec![0; e.len()];
+            set_type_ids(e, 0);
         }
         if !add {
             return encodings;
@@ -169,20 +169,27 @@ impl RobertaProcessing {
             .enumerate()
             .map(|(i, mut e)| {
                 let overflowing = std::mem::take(&mut e.overflowing);
-                let one = |e: &Encoding| {
+                let one = |e: Encoding| {
                     let zeros = vec![0; e.len() + 2];
                     if i == 0 {
-                        wrap(e, Some((&self.cls, 0)), (&self.sep, 0), zeros, 0)
+                        wrap(e, Some(&self.cls), &self.sep, zeros, 0)
                     } else {
-                        wrap(e, Some((&self.sep, 0)), (&self.sep, 0), zeros, 1)
+                        wrap(e, Some(&self.sep), &self.sep, zeros, 1)
                     }
                 };
-                let mut out = one(&e);
-                out.overflowing = overflowing.iter().map(one).collect();
+                let mut out = one(e);
+                out.overflowing = overflowing.into_iter().map(one).collect();
                 out
             })
             .collect()
     }
+}
+
+/// Every token of `e` gets type id `t` (reusing the vector).
+fn set_type_ids(e: &mut Encoding, t: u32) {
+    let n = e.ids.len();
+    e.type_ids.clear();
+    e.type_ids.resize(n, t);
 }
 
 /// The ByteLevel offset trimming, applied to an encoding and its overflowing parts.
@@ -251,7 +258,7 @@ impl PostProcessor for Processor {
                 o.set_sequence_id(i);
             }
             // Only the top level gets the type id; overflowing parts keep theirs.
-            e.type_ids = vec![i as u32; e.len()];
+            set_type_ids(e, i as u32);
         }
         let encodings = self.process_encodings(encodings, add_special_tokens)?;
         Ok(Encoding::merge(encodings, false))

@@ -193,8 +193,18 @@ impl TemplateProcessing {
                 )))
             }
         };
+        // The last use of each input can take it instead of copying it (templates normally
+        // use each input once).
+        let mut last_use = [None::<usize>; 2];
+        for (k, piece) in template.iter().enumerate() {
+            if let Piece::Sequence { seq, .. } = piece {
+                if let Some(slot) = last_use.get_mut(*seq) {
+                    *slot = Some(k);
+                }
+            }
+        }
         let mut out = Vec::with_capacity(template.len());
-        for piece in template {
+        for (k, piece) in template.iter().enumerate() {
             match piece {
                 Piece::Sequence { seq, type_id } => {
                     let e = encodings.get_mut(*seq).ok_or_else(|| {
@@ -202,9 +212,13 @@ impl TemplateProcessing {
                             "TemplateProcessing: the single template uses `$B`, but there is no second sequence",
                         )
                     })?;
-                    e.type_ids = vec![*type_id; e.len()];
+                    super::set_type_ids(e, *type_id);
                     e.set_sequence_id(*seq);
-                    out.push(e.clone());
+                    if last_use[*seq] == Some(k) {
+                        out.push(std::mem::take(e));
+                    } else {
+                        out.push(e.clone());
+                    }
                 }
                 Piece::Special { id, type_id } => {
                     if !add_special_tokens {

@@ -164,16 +164,27 @@ impl SentencePiece {
         let mut unk: Option<u32> = None;
         let mut ud_keys: Vec<(&[u8], u32)> = Vec::new();
         let mut byte_ids = [u32::MAX; 256];
+        // BPE keeps every piece in one map (a string may not repeat across types); the other
+        // models keep CONTROL / UNKNOWN / BYTE apart.
+        let one_map = data.model_type == ModelType::Bpe;
         for (i, p) in data.pieces.iter().enumerate() {
             let id = i as u32;
             if p.piece.is_empty() {
                 return Err(Error::invalid(format!("piece {i}: empty piece")));
             }
+            if p.kind == PieceType::Unused && p.piece == "\0" {
+                continue; // a placeholder the reference skips
+            }
+            if p.piece.contains('\0') {
+                return Err(Error::invalid(format!(
+                    "piece {i}: piece must not include a NUL character"
+                )));
+            }
             let normal = matches!(
                 p.kind,
                 PieceType::Normal | PieceType::UserDefined | PieceType::Unused
             );
-            let map = if normal {
+            let map = if normal || one_map {
                 &mut lookup.normal
             } else {
                 &mut lookup.reserved
@@ -186,6 +197,9 @@ impl SentencePiece {
             }
             match p.kind {
                 PieceType::UserDefined => ud_keys.push((p.piece.as_bytes(), id)),
+                PieceType::Unused => {
+                    lookup.unused.insert(id);
+                }
                 PieceType::Unknown => {
                     if unk.is_some() {
                         return Err(Error::invalid(format!(
@@ -209,8 +223,17 @@ impl SentencePiece {
                 _ => {}
             }
         }
-        let unk_id = unk
-            .ok_or_else(|| Error::invalid("the model has no UNKNOWN piece (unk is not defined)"))?;
+        // Without byte fallback an UNKNOWN piece is required; with it, unknown characters
+        // always become bytes, and the model may have none.
+        let unk_id = match unk {
+            Some(u) => u,
+            None if data.byte_fallback => unigram::NO_UNK,
+            None => {
+                return Err(Error::invalid(
+                    "the model has no UNKNOWN piece (unk is not defined)",
+                ))
+            }
+        };
         lookup.unk_id = unk_id;
         let byte_ids = if data.byte_fallback {
             if byte_ids.contains(&u32::MAX) {
@@ -279,24 +302,48 @@ impl SentencePiece {
         text: &str,
         out: &mut Vec<SpToken>,
         normalized: &mut String,
-        mut unk_ranges: Option<&mut Vec<(usize, usize, usize)>>,
+        unk_ranges: Option<&mut Vec<(usize, usize, usize)>>,
     ) -> Result<()> {
-        let mut n2o = Vec::new();
-        self.normalizer.normalize(text, normalized, &mut n2o)?;
-        let mut pieces: Vec<SpPiece> = Vec::new();
-        self.segmenter.segment(normalized, &mut pieces)?;
+        // Reuse per-thread buffers: no allocation per call once they have grown.
+        SCRATCH.with(|cell| {
+            let mut sc = cell.take();
+            let r = self.encode_with_scratch(text, out, normalized, unk_ranges, &mut sc);
+            cell.set(sc);
+            r
+        })
+    }
+
+    fn encode_with_scratch(
+        &self,
+        text: &str,
+        out: &mut Vec<SpToken>,
+        normalized: &mut String,
+        mut unk_ranges: Option<&mut Vec<(usize, usize, usize)>>,
+        sc: &mut Scratch,
+    ) -> Result<()> {
+        let n2o = &mut sc.n2o;
+        self.normalizer.normalize(text, normalized, n2o)?;
+        if normalized.is_empty() {
+            return Ok(());
+        }
+        let pieces = &mut sc.pieces;
+        pieces.clear();
+        self.segmenter.segment(normalized, pieces)?;
         let nlen = normalized.len();
         let mut prev_unk = false;
         let mut covered = 0usize;
-        for p in &pieces {
-            let kind = self
-                .data
-                .pieces
-                .get(p.id as usize)
-                .map(|e| e.kind)
-                .ok_or_else(|| {
-                    Error::invalid(format!("segmenter returned id {} out of range", p.id))
-                })?;
+        for p in pieces.iter() {
+            let kind = if p.id == unigram::NO_UNK {
+                PieceType::Unknown
+            } else {
+                self.data
+                    .pieces
+                    .get(p.id as usize)
+                    .map(|e| e.kind)
+                    .ok_or_else(|| {
+                        Error::invalid(format!("segmenter returned id {} out of range", p.id))
+                    })?
+            };
             if p.start > p.end || p.end > nlen {
                 return Err(Error::invalid("segmenter returned a span outside the text"));
             }
@@ -354,16 +401,26 @@ impl SentencePiece {
 
     /// Encode `text`, appending tokens with byte offsets into `text`.
     pub fn encode(&self, text: &str, out: &mut Vec<SpToken>) -> Result<()> {
-        let mut normalized = String::new();
-        self.encode_core(text, out, &mut normalized, None)
+        NORMALIZED.with(|cell| {
+            let mut normalized = cell.take();
+            let r = self.encode_core(text, out, &mut normalized, None);
+            cell.set(normalized);
+            r
+        })
     }
 
     /// Encode `text`, appending only the ids.
     pub fn encode_ids(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
-        let mut toks = Vec::new();
-        self.encode(text, &mut toks)?;
-        out.extend(toks.iter().map(|t| t.id));
-        Ok(())
+        TOKENS.with(|cell| {
+            let mut toks = cell.take();
+            toks.clear();
+            let r = self.encode(text, &mut toks);
+            if r.is_ok() {
+                out.extend(toks.iter().map(|t| t.id));
+            }
+            cell.set(toks);
+            r
+        })
     }
 
     /// Encode `text`; `pieces` receives the piece strings sentencepiece reports (for a fused
@@ -454,6 +511,11 @@ impl SentencePiece {
 
     pub fn byte_fallback(&self) -> bool {
         self.data.byte_fallback
+    }
+
+    /// The normalizer this processor runs (for tools and benchmarks).
+    pub fn normalizer(&self) -> &SpNormalizer {
+        &self.normalizer
     }
 
     pub fn normalizer_settings(&self) -> &NormalizerSettings {
@@ -593,6 +655,19 @@ impl SentencePiece {
     }
 }
 
+/// Per-thread buffers of the encoder.
+#[derive(Default)]
+struct Scratch {
+    n2o: Vec<usize>,
+    pieces: Vec<SpPiece>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::Cell<Scratch> = std::cell::Cell::new(Scratch::default());
+    static NORMALIZED: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
+    static TOKENS: std::cell::Cell<Vec<SpToken>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 fn push_unescaped(text: &mut String, piece: &str) {
     let mut rest = piece;
     while let Some(i) = rest.find(SPACE_SYMBOL) {
@@ -688,6 +763,12 @@ mod tests {
         sp.encode_with_pieces("a éé b", &mut toks, &mut pieces)
             .unwrap();
         assert_eq!(pieces, vec!["▁a", "▁", "éé", "▁", "b"]);
+        // piece_text gives the same strings from the tokens and the text.
+        let from_toks: Vec<String> = toks
+            .iter()
+            .map(|t| sp.piece_text(t, "a éé b").into_owned())
+            .collect();
+        assert_eq!(from_toks, pieces);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 
 pub(crate) const SPACE_SYMBOL: &str = "\u{2581}";
 const REPLACEMENT: &[u8] = "\u{FFFD}".as_bytes();
+const MAX_TRIE_RESULTS: usize = 32;
 
 #[derive(Debug, Clone, Default)]
 pub struct SpNormalizer {
@@ -72,16 +73,21 @@ impl SpNormalizer {
             }
         }
         if !self.charsmap.is_empty() {
+            // The reference keeps only the first 32 (shortest) matches and takes the longest
+            // of them; a rule whose replacement lies outside the table counts as no rule.
             let mut best: Option<(usize, u32)> = None;
-            self.charsmap
-                .common_prefix_search(input, |len, v| best = Some((len, v)));
-            if let Some((len, v)) = best {
-                let rep = self.charsmap.replacement(v).ok_or_else(|| {
-                    Error::invalid(
-                        "precompiled_charsmap: a rule points outside its replacement table or is not UTF-8",
-                    )
-                })?;
-                return Ok((rep.as_bytes(), len));
+            let mut seen = 0;
+            self.charsmap.common_prefix_search(input, |len, v| {
+                if seen < MAX_TRIE_RESULTS {
+                    best = Some((len, v));
+                }
+                seen += 1;
+            });
+            // (A replacement that is not UTF-8 is treated as no rule too: piecework's text is
+            // always UTF-8.)
+            if let Some(rep) = best.and_then(|(len, v)| Some((len, self.charsmap.replacement(v)?)))
+            {
+                return Ok((rep.1.as_bytes(), rep.0));
             }
         }
         match valid_char_len(input) {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 pub struct PieceLookup {
     pub(crate) reserved: AHashMap<String, u32>,
     pub(crate) normal: AHashMap<String, u32>,
+    pub(crate) unused: ahash::AHashSet<u32>,
     pub(crate) unk_id: u32,
 }
 
@@ -28,6 +29,16 @@ impl PieceLookup {
     #[inline]
     pub fn piece_to_id(&self, piece: &str) -> u32 {
         self.get(piece).unwrap_or(self.unk_id)
+    }
+
+    /// What the WORD and CHAR models look up: NORMAL, USER_DEFINED and UNUSED pieces only,
+    /// an UNUSED one counting as unknown.
+    #[inline]
+    pub fn segment_id(&self, piece: &str) -> u32 {
+        match self.normal.get(piece) {
+            Some(&id) if !self.unused.contains(&id) => id,
+            _ => self.unk_id,
+        }
     }
 }
 
@@ -45,7 +56,7 @@ impl Segmenter for SpWord {
             if i > start {
                 let w = &normalized[start..i];
                 out.push(SpPiece {
-                    id: self.lookup.piece_to_id(w),
+                    id: self.lookup.segment_id(w),
                     start,
                     end: i,
                 });
@@ -54,7 +65,7 @@ impl Segmenter for SpWord {
         }
         if start < normalized.len() {
             out.push(SpPiece {
-                id: self.lookup.piece_to_id(&normalized[start..]),
+                id: self.lookup.segment_id(&normalized[start..]),
                 start,
                 end: normalized.len(),
             });
@@ -83,7 +94,7 @@ impl Segmenter for SpChar {
                 .unwrap_or_else(|| one_char_len(bytes[s]).min(bytes.len() - s));
             let w = normalized.get(s..s + len).unwrap_or_default();
             out.push(SpPiece {
-                id: self.lookup.piece_to_id(w),
+                id: self.lookup.segment_id(w),
                 start: s,
                 end: s + len,
             });
@@ -104,9 +115,10 @@ mod tests {
         };
         l.reserved.insert("<unk>".into(), 0);
         l.reserved.insert("<s>".into(), 1);
-        for (i, p) in ["▁a", "b", "▁", "xy"].iter().enumerate() {
+        for (i, p) in ["▁a", "b", "▁", "xy", "zz"].iter().enumerate() {
             l.normal.insert(p.to_string(), i as u32 + 2);
         }
+        l.unused.insert(6);
         Arc::new(l)
     }
 
@@ -114,10 +126,13 @@ mod tests {
     fn word_cuts_before_each_space_symbol() {
         let m = SpWord { lookup: lookup() };
         let mut out = vec![];
-        m.segment("b▁a▁▁c", &mut out).unwrap();
+        m.segment("b▁a▁▁c<s>zz", &mut out).unwrap();
         let got: Vec<_> = out.iter().map(|p| (p.id, p.start, p.end)).collect();
-        // "b" | "▁a" | "▁" | "▁c" (unknown)
-        assert_eq!(got, vec![(3, 0, 1), (2, 1, 5), (4, 5, 8), (0, 8, 12)]);
+        // "b" | "▁a" | "▁" | "▁c<s>zz": unknown (a control or UNUSED string is never a word)
+        assert_eq!(got, vec![(3, 0, 1), (2, 1, 5), (4, 5, 8), (0, 8, 17)]);
+        out.clear();
+        m.segment("<s>", &mut out).unwrap();
+        assert_eq!(out[0].id, 0);
     }
 
     #[test]

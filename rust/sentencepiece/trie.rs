@@ -1,7 +1,7 @@
 //! A static byte trie for prefix search over a vocabulary (the role darts-clone plays in the
 //! reference). Built once from sorted keys; children of a node are one contiguous, label-sorted
-//! run of edges, and the root has a direct 256-entry table because almost every search starts
-//! there.
+//! run of edges, each edge carrying its child's edge range and value (one array read per
+//! step), and the root has a direct 256-entry table because every search starts there.
 
 #[derive(Debug, Clone, Copy)]
 struct Node {
@@ -11,12 +11,22 @@ struct Node {
     value: u32,
 }
 
+/// An edge carries everything about the node it leads to, so a search step reads one array:
+/// the label to match, where the child's own edges are, and the value of the key ending there.
+#[derive(Debug, Clone, Copy)]
+struct Edge {
+    first: u32,
+    value: u32,
+    n: u16,
+    label: u8,
+}
+
 #[derive(Debug, Clone)]
 pub struct ByteTrie {
-    nodes: Vec<Node>,
-    labels: Vec<u8>,
-    targets: Vec<u32>,
+    edges: Vec<Edge>,
+    /// Index into `edges` of the root's edge for each first byte (`NONE` if absent).
     root_table: Box<[u32; 256]>,
+    root_value: u32,
 }
 
 const NONE: u32 = u32::MAX;
@@ -44,8 +54,8 @@ impl ByteTrie {
             n_edges: 0,
             value: NONE,
         }];
-        let mut labels = Vec::new();
-        let mut targets = Vec::new();
+        let mut labels: Vec<u8> = Vec::new();
+        let mut targets: Vec<u32> = Vec::new();
         // Breadth first over (node, depth, key range sharing the node's prefix).
         let mut queue = std::collections::VecDeque::new();
         queue.push_back((0usize, 0usize, 0usize, entries.len()));
@@ -75,48 +85,71 @@ impl ByteTrie {
             }
             nodes[node].n_edges = labels.len() as u32 - nodes[node].first_edge;
         }
+        // A node has at most 256 children, so `n` fits in u16.
+        let edges: Vec<Edge> = labels
+            .iter()
+            .zip(&targets)
+            .map(|(&label, &t)| {
+                let c = nodes[t as usize];
+                Edge {
+                    first: c.first_edge,
+                    value: c.value,
+                    n: c.n_edges as u16,
+                    label,
+                }
+            })
+            .collect();
         let mut root_table = Box::new([NONE; 256]);
         let root = nodes[0];
         for e in root.first_edge..root.first_edge + root.n_edges {
-            root_table[labels[e as usize] as usize] = targets[e as usize];
+            root_table[edges[e as usize].label as usize] = e;
         }
         ByteTrie {
-            nodes,
-            labels,
-            targets,
+            edges,
             root_table,
+            root_value: root.value,
+        }
+    }
+
+    /// The edge labelled `b` among the children described by `parent`.
+    #[inline]
+    fn child(&self, parent: &Edge, b: u8) -> Option<Edge> {
+        let lo = parent.first as usize;
+        let kids = self.edges.get(lo..lo + parent.n as usize)?;
+        if kids.len() <= 8 {
+            kids.iter().find(|e| e.label == b).copied()
+        } else {
+            kids.binary_search_by(|e| e.label.cmp(&b))
+                .ok()
+                .map(|k| kids[k])
         }
     }
 
     #[inline]
-    fn child(&self, node: u32, b: u8) -> Option<u32> {
-        if node == 0 {
-            let c = self.root_table[b as usize];
-            return (c != NONE).then_some(c);
-        }
-        let n = self.nodes[node as usize];
-        let lo = n.first_edge as usize;
-        let labels = &self.labels[lo..lo + n.n_edges as usize];
-        let k = if labels.len() <= 8 {
-            labels.iter().position(|&l| l == b)?
-        } else {
-            labels.binary_search(&b).ok()?
-        };
-        Some(self.targets[lo + k])
+    fn first(&self, b: u8) -> Option<Edge> {
+        let e = self.root_table[b as usize];
+        (e != NONE).then(|| self.edges[e as usize])
     }
 
     /// Call `f(len, value)` for every key that is a prefix of `key`, shortest first.
     #[inline]
     pub fn for_each_prefix(&self, key: &[u8], mut f: impl FnMut(usize, u32)) {
-        let mut node = 0u32;
-        for (i, &b) in key.iter().enumerate() {
-            match self.child(node, b) {
-                Some(c) => node = c,
+        let Some((&b0, rest)) = key.split_first() else {
+            return;
+        };
+        let Some(mut e) = self.first(b0) else {
+            return;
+        };
+        if e.value != NONE {
+            f(1, e.value);
+        }
+        for (i, &b) in rest.iter().enumerate() {
+            match self.child(&e, b) {
+                Some(c) => e = c,
                 None => return,
             }
-            let v = self.nodes[node as usize].value;
-            if v != NONE {
-                f(i + 1, v);
+            if e.value != NONE {
+                f(i + 2, e.value);
             }
         }
     }
@@ -130,16 +163,18 @@ impl ByteTrie {
 
     /// The value of exactly `key`.
     pub fn get(&self, key: &[u8]) -> Option<u32> {
-        let mut node = 0u32;
-        for &b in key {
-            node = self.child(node, b)?;
+        let Some((&b0, rest)) = key.split_first() else {
+            return (self.root_value != NONE).then_some(self.root_value);
+        };
+        let mut e = self.first(b0)?;
+        for &b in rest {
+            e = self.child(&e, b)?;
         }
-        let v = self.nodes[node as usize].value;
-        (v != NONE).then_some(v)
+        (e.value != NONE).then_some(e.value)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.nodes.len() == 1 && self.nodes[0].value == NONE
+        self.edges.is_empty() && self.root_value == NONE
     }
 }
 
@@ -175,5 +210,50 @@ mod tests {
             assert_eq!(t.get(k), Some(i as u32));
         }
         assert!(ByteTrie::default().is_empty());
+    }
+
+    #[test]
+    fn agrees_with_a_naive_search() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        // Short keys over a small alphabet, so prefixes overlap heavily and some nodes have
+        // more than 8 children.
+        let keys: Vec<Vec<u8>> = (0..3000)
+            .map(|_| {
+                (0..(next() % 5 + 1))
+                    .map(|_| b'a' + (next() % 20) as u8)
+                    .collect()
+            })
+            .collect();
+        let mut uniq = keys.clone();
+        uniq.sort();
+        uniq.dedup();
+        let t = ByteTrie::build(
+            uniq.iter()
+                .enumerate()
+                .map(|(i, k)| (k.as_slice(), i as u32))
+                .collect(),
+        );
+        for _ in 0..2000 {
+            let q: Vec<u8> = (0..(next() % 7))
+                .map(|_| b'a' + (next() % 20) as u8)
+                .collect();
+            let mut got = vec![];
+            t.for_each_prefix(&q, |l, v| got.push((l, v)));
+            let want: Vec<(usize, u32)> = (1..=q.len())
+                .filter_map(|l| {
+                    uniq.binary_search(&q[..l].to_vec())
+                        .ok()
+                        .map(|i| (l, i as u32))
+                })
+                .collect();
+            assert_eq!(got, want);
+            assert_eq!(t.get(&q), uniq.binary_search(&q).ok().map(|i| i as u32));
+        }
     }
 }

@@ -1,11 +1,12 @@
 //! Unigram segmentation exactly as sentencepiece's optimized encoder runs it: one left-to-right
 //! pass keeping, for every byte position, the best path ending there.
 //!
-//! The arithmetic follows the reference bit for bit, because ties are common (equal scores,
-//! user-defined pieces): a candidate is computed in double precision (piece score widened, or
-//! the user-defined bonus `len_bytes * max_score - 0.1`), compared against the stored best, and
-//! stored as float32. The unknown node uses float32 arithmetic. Strict `>` keeps the earliest
-//! start on ties. UNUSED pieces are never matched; the trie holds NORMAL, USER_DEFINED and
+//! The arithmetic follows the reference (sentencepiece 0.2.3) bit for bit, because exact ties
+//! are common (`g`+`gg` against `gg`+`g`): every path score is float32, a candidate is the
+//! float32 sum of the best score at its start and the piece's score (a user-defined piece
+//! scores `0.1 * (len_bytes - 1)`), and strict `>` keeps the earliest start on ties. Scores are
+//! re-centred when they pass ±1e5. (0.2.1 computed candidates in double and gave user-defined
+//! pieces `len * max_score - 0.1`; the installed 0.2.3 oracle does neither.) UNUSED pieces are never matched; the trie holds NORMAL, USER_DEFINED and
 //! UNUSED pieces, as the reference's does.
 
 use super::normalizer::one_char_len;
@@ -23,30 +24,27 @@ pub struct SpUnigram {
     kinds: Vec<PieceType>,
     unk_id: u32,
     min_score: f32,
-    max_score: f32,
 }
 
 impl SpUnigram {
     pub fn new(pieces: &[PieceEntry], unk_id: u32) -> Result<SpUnigram> {
         let mut min_score = f32::MAX;
-        // The reference starts from FLT_MIN (the smallest positive float), so with only
-        // negative scores the user-defined bonus is about -0.1.
-        let mut max_score = f32::MIN_POSITIVE;
         let mut entries = Vec::new();
         for (i, p) in pieces.iter().enumerate() {
-            if p.kind == PieceType::Normal {
-                // std::min / std::max semantics: a NaN score never replaces the bound.
-                if p.score < min_score {
-                    min_score = p.score;
-                }
-                if max_score < p.score {
-                    max_score = p.score;
-                }
+            if !p.score.is_finite() {
+                return Err(Error::invalid(format!(
+                    "piece {i}: score is NaN or Inf (sentencepiece refuses the model)"
+                )));
             }
+            if p.kind == PieceType::Normal && p.score < min_score {
+                min_score = p.score;
+            }
+            // A lone NUL UNUSED piece is a placeholder the reference skips.
             if matches!(
                 p.kind,
                 PieceType::Normal | PieceType::UserDefined | PieceType::Unused
-            ) {
+            ) && !(p.kind == PieceType::Unused && p.piece == "\0")
+            {
                 entries.push((p.piece.as_bytes(), i as u32));
             }
         }
@@ -61,7 +59,6 @@ impl SpUnigram {
             kinds: pieces.iter().map(|p| p.kind).collect(),
             unk_id,
             min_score,
-            max_score,
         })
     }
 }
@@ -74,6 +71,13 @@ struct Best {
     start: usize,
 }
 
+/// Path scores are re-centred on the current one when it leaves ±1e5, as the reference
+/// does, which changes float32 rounding on long inputs.
+const SCORE_RESET_THRESHOLD: f32 = 100_000.0;
+
+/// Marks an unknown node in a model without an UNKNOWN piece (allowed with byte fallback).
+pub const NO_UNK: u32 = u32::MAX;
+
 impl Segmenter for SpUnigram {
     fn segment(&self, normalized: &str, out: &mut Vec<SpPiece>) -> Result<()> {
         let bytes = normalized.as_bytes();
@@ -81,18 +85,52 @@ impl Segmenter for SpUnigram {
         if n == 0 {
             return Ok(());
         }
+        LATTICE.with(|cell| {
+            let mut best = cell.take();
+            let r = self.segment_into(bytes, &mut best, out);
+            cell.set(best);
+            r
+        })
+    }
+}
+
+thread_local! {
+    /// The per-position best paths, reused across calls on a thread.
+    static LATTICE: std::cell::Cell<Vec<Best>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+impl SpUnigram {
+    fn segment_into(
+        &self,
+        bytes: &[u8],
+        best: &mut Vec<Best>,
+        out: &mut Vec<SpPiece>,
+    ) -> Result<()> {
+        let n = bytes.len();
         let unk_score = self.min_score - UNK_PENALTY;
-        let mut best = vec![
+        best.clear();
+        best.resize(
+            n + 1,
             Best {
                 id: self.unk_id,
                 score: 0.0,
                 start: usize::MAX,
-            };
-            n + 1
-        ];
+            },
+        );
+        let mut max_frontier = 0usize;
         let mut s = 0usize;
         while s < n {
-            let till = best[s].score;
+            let mut till = best[s].score;
+            if !(-SCORE_RESET_THRESHOLD..=SCORE_RESET_THRESHOLD).contains(&till) {
+                let offset = till;
+                let hi = max_frontier.max(s);
+                for (k, b) in best[s..=hi].iter_mut().enumerate() {
+                    if k == 0 || b.start != usize::MAX {
+                        b.score -= offset;
+                    }
+                }
+                till = 0.0;
+            }
             let mblen = one_char_len(bytes[s]).min(n - s);
             let mut has_single = false;
             self.trie.for_each_prefix(&bytes[s..], |len, id| {
@@ -100,15 +138,18 @@ impl Segmenter for SpUnigram {
                 if kind == PieceType::Unused {
                     return;
                 }
-                let score: f64 = if kind == PieceType::UserDefined {
-                    f64::from(len as f32 * self.max_score) - 0.1
+                max_frontier = max_frontier.max(s + len);
+                // A user-defined piece scores 0.1 per byte beyond the first (computed in
+                // double, stored as float), whatever its own score.
+                let score = if kind == PieceType::UserDefined {
+                    (0.1f64 * (len as f64 - 1.0)) as f32
                 } else {
-                    f64::from(self.scores[id as usize])
+                    self.scores[id as usize]
                 };
-                let cand = score + f64::from(till);
+                let cand = score + till;
                 let t = &mut best[s + len];
-                if t.start == usize::MAX || cand > f64::from(t.score) {
-                    t.score = cand as f32;
+                if t.start == usize::MAX || cand > t.score {
+                    t.score = cand;
                     t.start = s;
                     t.id = id;
                 }
@@ -117,6 +158,7 @@ impl Segmenter for SpUnigram {
                 }
             });
             if !has_single {
+                max_frontier = max_frontier.max(s + mblen);
                 let cand = unk_score + till;
                 let t = &mut best[s + mblen];
                 if t.start == usize::MAX || cand > t.score {
@@ -205,30 +247,49 @@ mod tests {
 
     #[test]
     fn user_defined_and_unused() {
-        // User-defined scores len * max_score - 0.1 = 3 * 1.0 - 0.1 beats ab (2.5) + c (0).
-        let m = model(&[
-            ("a", 0.0, Normal),
-            ("b", 0.0, Normal),
-            ("c", 0.0, Normal),
-            ("ab", 1.0, Normal),
-            ("abc", -50.0, UserDefined),
-        ]);
-        assert_eq!(seg(&m, "abc"), vec![(5, 0, 3)]);
+        // A user-defined piece scores 0.1 per byte after the first: `bc` scores 0.1, so with
+        // a, b, c at 0, `ab` at 0.2 gives `ab c` (0.2) over `a bc` (0.1), and `ab` at 0.05
+        // gives `a bc`.
+        let with_ab = |s: f32| {
+            model(&[
+                ("a", 0.0, Normal),
+                ("b", 0.0, Normal),
+                ("c", 0.0, Normal),
+                ("bc", -50.0, UserDefined),
+                ("ab", s, Normal),
+            ])
+        };
+        assert_eq!(seg(&with_ab(0.2), "abc"), vec![(5, 0, 2), (3, 2, 3)]);
+        assert_eq!(seg(&with_ab(0.05), "abc"), vec![(1, 0, 1), (4, 1, 3)]);
         // An UNUSED piece is never matched, even as the only single-character piece.
         let m = model(&[("a", -1.0, Unused), ("b", -1.0, Normal)]);
         assert_eq!(seg(&m, "ab"), vec![(0, 0, 1), (2, 1, 2)]);
     }
 
     #[test]
-    fn float32_storage_decides_ties() {
-        // Exactly, a+b+c (-1e8 - 0.75) beats a+bc (-1e8 - 1). But the path to each position
-        // is stored as f32 (spacing 8 near 1e8): a+bc is stored as -1e8 when it arrives first
-        // at the end; a+b is stored as -1e8 too, so a+b+c = -1e8 - 0.25 does not beat it.
+    fn scores_are_recentred_past_1e5() {
+        // "aab" with a = -60000, ab = -60000, b = +0.003. After `a a` the path score is
+        // -120000, past -1e5, so it is re-centred to 0 (and `a ab`'s -120000 to 0 as well):
+        // `b` then adds 0.003 > 0 and `a a b` wins. Without re-centring -120000 + 0.003
+        // rounds back to -120000 in float32 (spacing 0.0078) and the tie would keep `a ab`.
         let m = model(&[
-            ("a", -1e8, Normal),
-            ("b", -0.5, Normal),
-            ("c", -0.25, Normal),
-            ("bc", -1.0, Normal),
+            ("a", -60000.0, Normal),
+            ("b", 0.003, Normal),
+            ("ab", -60000.0, Normal),
+        ]);
+        assert_eq!(seg(&m, "aab"), vec![(1, 0, 1), (1, 1, 2), (2, 2, 3)]);
+    }
+
+    #[test]
+    fn float32_storage_decides_ties() {
+        // Exactly, a+b+c (-50000.001) beats a+bc (-50000.0015). In float32 (spacing 0.0039
+        // near 5e4) a+bc is stored as -50000 when it reaches the end first, a+b is stored as
+        // -50000 too, and a+b+c = -50000 does not beat it: the earlier start keeps `a bc`.
+        let m = model(&[
+            ("a", -50000.0, Normal),
+            ("b", -0.0005, Normal),
+            ("c", -0.0005, Normal),
+            ("bc", -0.0015, Normal),
         ]);
         assert_eq!(seg(&m, "abc"), vec![(1, 0, 1), (4, 1, 3)]);
     }

@@ -150,7 +150,7 @@ impl NormalizedString {
         let mut alignments = Vec::with_capacity(s.len());
         for (b, c) in s.char_indices() {
             let l = c.len_utf8();
-            alignments.extend(std::iter::repeat((b, b + l)).take(l));
+            alignments.extend(std::iter::repeat_n((b, b + l), l));
         }
         NormalizedString {
             original_len: s.len(),
@@ -247,6 +247,30 @@ impl NormalizedString {
         })
     }
 
+    /// The string `slice` would cut out of a parent whose normalized bytes were `text`, aligned
+    /// byte by byte to `alignments` (relative to the parent's original slice, which starts at
+    /// `parent_shift`): alignments rebased on the original range the piece covers. Lets a
+    /// pre-tokenizer build its pieces in one pass instead of rewriting and then slicing.
+    pub fn from_aligned_piece(
+        text: String,
+        mut alignments: Vec<(usize, usize)>,
+        parent_shift: usize,
+    ) -> NormalizedString {
+        let (start, end) = match (alignments.first(), alignments.last()) {
+            (Some(f), Some(l)) => (f.0, l.1),
+            _ => (0, 0),
+        };
+        for a in &mut alignments {
+            *a = (a.0.wrapping_sub(start), a.1.wrapping_sub(start));
+        }
+        NormalizedString {
+            original_len: end.saturating_sub(start),
+            normalized: text,
+            alignments,
+            original_shift: parent_shift + start,
+        }
+    }
+
     /// Replace the normalized range `r` by the characters of `dest`, each with its change:
     /// `1` an inserted character, `0` a replacement of one existing character, `-n` a
     /// replacement that also removes the `n` characters after it. `initial_offset` characters
@@ -285,7 +309,7 @@ impl NormalizedString {
                     .sum();
                 offset += removed;
             }
-            new_align.extend(std::iter::repeat(align).take(c.len_utf8()));
+            new_align.extend(std::iter::repeat_n(align, c.len_utf8()));
             new_text.push(c);
         }
         self.alignments.splice(r.clone(), new_align);
@@ -301,28 +325,38 @@ impl NormalizedString {
         self.transform_range(0..len, dest, initial_offset);
     }
 
+    // Each normal form is skipped when the quick check says the text is already in it: the
+    // rewrite would then give every char back with change 0, an identity on the alignments.
     pub fn nfd(&mut self) -> &mut Self {
-        use unicode_normalization_alignments::UnicodeNormalization;
-        let t: Vec<(char, isize)> = self.normalized.nfd().collect();
-        self.transform(t, 0);
+        use unicode_normalization_alignments::{is_nfd_quick, IsNormalized, UnicodeNormalization};
+        if is_nfd_quick(self.normalized.chars()) != IsNormalized::Yes {
+            let t: Vec<(char, isize)> = self.normalized.nfd().collect();
+            self.transform(t, 0);
+        }
         self
     }
     pub fn nfkd(&mut self) -> &mut Self {
-        use unicode_normalization_alignments::UnicodeNormalization;
-        let t: Vec<(char, isize)> = self.normalized.nfkd().collect();
-        self.transform(t, 0);
+        use unicode_normalization_alignments::{is_nfkd_quick, IsNormalized, UnicodeNormalization};
+        if is_nfkd_quick(self.normalized.chars()) != IsNormalized::Yes {
+            let t: Vec<(char, isize)> = self.normalized.nfkd().collect();
+            self.transform(t, 0);
+        }
         self
     }
     pub fn nfc(&mut self) -> &mut Self {
-        use unicode_normalization_alignments::UnicodeNormalization;
-        let t: Vec<(char, isize)> = self.normalized.nfc().collect();
-        self.transform(t, 0);
+        use unicode_normalization_alignments::{is_nfc_quick, IsNormalized, UnicodeNormalization};
+        if is_nfc_quick(self.normalized.chars()) != IsNormalized::Yes {
+            let t: Vec<(char, isize)> = self.normalized.nfc().collect();
+            self.transform(t, 0);
+        }
         self
     }
     pub fn nfkc(&mut self) -> &mut Self {
-        use unicode_normalization_alignments::UnicodeNormalization;
-        let t: Vec<(char, isize)> = self.normalized.nfkc().collect();
-        self.transform(t, 0);
+        use unicode_normalization_alignments::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
+        if is_nfkc_quick(self.normalized.chars()) != IsNormalized::Yes {
+            let t: Vec<(char, isize)> = self.normalized.nfkc().collect();
+            self.transform(t, 0);
+        }
         self
     }
 
@@ -384,6 +418,17 @@ impl NormalizedString {
     }
 
     pub fn lowercase(&mut self) -> &mut Self {
+        if self.normalized.is_ascii() {
+            // ASCII lowercases to ASCII of the same length: alignments are unchanged.
+            self.normalized.make_ascii_lowercase();
+            return self;
+        }
+        if !self.normalized.chars().any(|c| {
+            let mut l = super::unicode::to_lowercase(c);
+            l.next() != Some(c) || l.next().is_some()
+        }) {
+            return self;
+        }
         self.rewrite_chars(|c, out| {
             for l in super::unicode::to_lowercase(c) {
                 out(l);
@@ -414,7 +459,7 @@ impl NormalizedString {
             if n == 0 {
                 changed = true;
             }
-            align.extend(std::iter::repeat(a).take(text.len() - before));
+            align.extend(std::iter::repeat_n(a, text.len() - before));
         }
         if changed {
             self.normalized = text;
@@ -456,7 +501,7 @@ impl NormalizedString {
                 (0, 0)
             };
             for c in content.chars() {
-                align.extend(std::iter::repeat(a).take(c.len_utf8()));
+                align.extend(std::iter::repeat_n(a, c.len_utf8()));
                 text.push(c);
             }
             last_end = end;

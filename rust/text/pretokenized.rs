@@ -77,7 +77,7 @@ impl ByteToCharOffsets {
     pub fn new(s: &str) -> Self {
         let mut map = Vec::with_capacity(s.len());
         for (i, c) in s.chars().enumerate() {
-            map.extend(std::iter::repeat(i as u32).take(c.len_utf8()));
+            map.extend(std::iter::repeat_n(i as u32, c.len_utf8()));
         }
         ByteToCharOffsets { map }
     }

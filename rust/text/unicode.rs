@@ -23,3 +23,21 @@ pub fn to_lowercase(c: char) -> impl Iterator<Item = char> {
     let (a, b) = tables::std_lowercase(c);
     std::iter::once(a).chain(b)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unicode_17_additions_are_unassigned_for_the_reference() {
+        // U+11DE0..U+11DE9 (Tolong Siki digits) and U+A7CE/U+16EA0 (new case pairs) arrived in
+        // Unicode 17; the reference's std (Unicode 16) sees unassigned code points.
+        assert!(!is_numeric('\u{11DE0}'));
+        assert_eq!(to_lowercase('\u{A7CE}').collect::<String>(), "\u{A7CE}");
+        assert_eq!(to_lowercase('\u{16EA0}').collect::<String>(), "\u{16EA0}");
+        // Long-standing data is unchanged.
+        assert!(is_numeric('٣') && is_numeric('½') && is_numeric('Ⅻ'));
+        assert_eq!(to_lowercase('İ').collect::<String>(), "i\u{307}");
+        assert_eq!(to_lowercase('Σ').collect::<String>(), "σ");
+    }
+}
