@@ -548,22 +548,8 @@ def test_byte_level_variants_adversarial(byte_level_pair) -> None:
 
 
 # tokenizers 0.22.1 requires add_prefix_space and trim_offsets on the ByteLevel pre-tokenizer,
-# decoder and post-processor (only the normalizer has no fields). The pre-tokenizer and decoder
-# readers must call `ByteLevel::from_json_strict` for piecework to refuse them too.
-_STRICT_PENDING = pytest.mark.xfail(
-    reason="pre-tokenizer/decoder readers still use the lenient ByteLevel::from_json",
-    strict=False,
-)
-
-
-@pytest.mark.parametrize(
-    "where",
-    [
-        pytest.param("pre_tokenizer", marks=_STRICT_PENDING),
-        pytest.param("decoder", marks=_STRICT_PENDING),
-        "post_processor",
-    ],
-)
+# decoder and post-processor (only the normalizer has no fields).
+@pytest.mark.parametrize("where", ["pre_tokenizer", "decoder", "post_processor"])
 @pytest.mark.parametrize("missing", ["both", "trim_offsets"])
 def test_byte_level_missing_fields_are_refused(where: str, missing: str) -> None:
     comp = (
