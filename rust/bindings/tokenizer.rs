@@ -349,7 +349,8 @@ impl PyTokenizer {
         add_special_tokens: bool,
     ) -> PyResult<Vec<Vec<u32>>> {
         let tok = self.snapshot();
-        py.detach(|| batch_ids(&tok, &texts, add_special_tokens)).map_err(to_py_err)
+        py.detach(|| batch_ids(&tok, &texts, add_special_tokens))
+            .map_err(to_py_err)
     }
 
     /// The ids of many texts as one flat buffer plus row splits (zero-copy to numpy / Arrow).
@@ -361,7 +362,9 @@ impl PyTokenizer {
         add_special_tokens: bool,
     ) -> PyResult<super::batch::TokenBatch> {
         let tok = self.snapshot();
-        let rows = py.detach(|| batch_ids(&tok, &texts, add_special_tokens)).map_err(to_py_err)?;
+        let rows = py
+            .detach(|| batch_ids(&tok, &texts, add_special_tokens))
+            .map_err(to_py_err)?;
         Ok(super::batch::TokenBatch::from_rows(rows))
     }
 
@@ -374,7 +377,9 @@ impl PyTokenizer {
         add_special_tokens: bool,
     ) -> PyResult<Vec<usize>> {
         let tok = self.snapshot();
-        let rows = py.detach(|| batch_ids(&tok, &texts, add_special_tokens)).map_err(to_py_err)?;
+        let rows = py
+            .detach(|| batch_ids(&tok, &texts, add_special_tokens))
+            .map_err(to_py_err)?;
         Ok(rows.iter().map(Vec::len).collect())
     }
 
@@ -688,7 +693,11 @@ impl PyEncoding {
 }
 
 /// The ids of `texts` in the crate's pool.
-fn batch_ids(tok: &Tokenizer, texts: &[String], add_special_tokens: bool) -> crate::Result<Vec<Vec<u32>>> {
+fn batch_ids(
+    tok: &Tokenizer,
+    texts: &[String],
+    add_special_tokens: bool,
+) -> crate::Result<Vec<Vec<u32>>> {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     tok.encode_batch_ids(&refs, add_special_tokens)
 }
