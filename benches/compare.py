@@ -1014,6 +1014,8 @@ def draw_chart(spec_path: str, out_path: str) -> None:
     models = [m for m in spec["models"] if any(r["model"] == m for r in rows)]
     libs = [lib for lib in spec["order"] if any(r["lib"] == lib for r in rows)]
     colors = {lib: plt.cm.tab10(i) for i, lib in enumerate(libs)}
+    colors["piecework-sp"] = colors.get("piecework", colors.get("piecework-sp"))
+    names = {"piecework-sp": "piecework", "tokenizers-new": "tokenizers (newest)"}
     fig, axes = plt.subplots(len(models), 1, figsize=(13, 2.7 * len(models)), squeeze=False)
     for ax, model in zip(axes[:, 0], models):
         mr = [r for r in rows if r["model"] == model]
@@ -1027,12 +1029,16 @@ def draw_chart(spec_path: str, out_path: str) -> None:
                     if (r["workload"], r["mode"]) == g and r["lib"] == lib:
                         xs.append(i + j * width)
                         ys.append(r["mbps"])
-            ax.bar(xs, ys, width, label=lib, color=colors[lib])
+            ax.bar(xs, ys, width, label=names.get(lib, lib), color=colors[lib])
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(groups))])
         ax.set_xticklabels([f"{w}\n{m}" for w, m in groups], fontsize=7)
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        lo, hi = ax.get_ylim()
+        # Under one decade there is no major tick to read: label the minor ones then.
+        minor = "%g" if hi / max(lo, 1e-9) < 20 else ""
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter(minor))
+        ax.tick_params(axis="y", which="minor", labelsize=7)
         ax.set_ylabel("MB/s (log)")
         ax.set_title(model, fontsize=10)
         ax.legend(fontsize=7, ncol=len(mlibs), loc="upper right")
