@@ -135,7 +135,7 @@ fn class(c: char) -> Class {
 pub struct Gpt2Split;
 
 /// The end of the GPT-2 regex match starting at byte `pos` of `s` (`pos < s.len()`).
-fn gpt2_match_end(s: &str, pos: usize) -> usize {
+pub(crate) fn gpt2_match_end(s: &str, pos: usize) -> usize {
     let rest = &s[pos..];
     let mut it = rest.chars();
     let Some(c) = it.next() else {

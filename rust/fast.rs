@@ -16,6 +16,13 @@ pub(crate) enum FastPath {
     /// BertNormalizer (any flags) + BertPreTokenizer: ASCII words are lowercased (if asked)
     /// and split at ASCII punctuation, each punctuation character a word of its own.
     Bert { lowercase: bool },
+    /// No normalizer + the ByteLevel pre-tokenizer (GPT-2, RoBERTa, Phi-2, Whisper): for ids,
+    /// each regex word is mapped to byte-level characters in a scratch buffer and handed to the
+    /// model, with no alignment kept.
+    ByteLevel {
+        add_prefix_space: bool,
+        use_regex: bool,
+    },
 }
 
 impl FastPath {
@@ -23,6 +30,16 @@ impl FastPath {
     pub(crate) fn detect(json: &Value) -> Option<FastPath> {
         let norm = json.get("normalizer")?;
         let pre = json.get("pre_tokenizer")?;
+        if norm.is_null() && pre.get("type")?.as_str()? == "ByteLevel" {
+            // The reader already refused a ByteLevel without its fields.
+            return Some(FastPath::ByteLevel {
+                add_prefix_space: pre.get("add_prefix_space")?.as_bool()?,
+                use_regex: pre
+                    .get("use_regex")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(true),
+            });
+        }
         if norm.get("type")?.as_str()? != "BertNormalizer"
             || pre.get("type")?.as_str()? != "BertPreTokenizer"
         {
@@ -61,7 +78,10 @@ impl FastPath {
         word: &mut String,
         mut f: impl FnMut(Piece, &str) -> Result<(), E>,
     ) -> Result<(), E> {
-        let FastPath::Bert { lowercase } = *self;
+        let FastPath::Bert { lowercase } = *self else {
+            // Only the BERT path walks pieces with offsets; callers check `has_offsets`.
+            return Ok(());
+        };
         let bytes = segment.as_bytes();
         let mut i = 0;
         while i < bytes.len() {
@@ -99,6 +119,47 @@ impl FastPath {
                 fill(word, &bytes[w..i], lowercase);
                 f(Piece::Word { start: w }, word)?;
             }
+        }
+        Ok(())
+    }
+}
+
+impl FastPath {
+    /// Whether `for_each_piece` applies (the offset-keeping fast path).
+    pub(crate) fn has_offsets(&self) -> bool {
+        matches!(self, FastPath::Bert { .. })
+    }
+
+    /// ByteLevel: call `f` with each word of `segment`, already mapped to byte-level characters.
+    pub(crate) fn for_each_byte_level_word<E>(
+        add_prefix_space: bool,
+        use_regex: bool,
+        segment: &str,
+        word: &mut String,
+        mut f: impl FnMut(&str) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let prefixed;
+        let s = if add_prefix_space && !segment.starts_with(' ') {
+            prefixed = format!(" {segment}");
+            prefixed.as_str()
+        } else {
+            segment
+        };
+        let mut pos = 0;
+        while pos < s.len() {
+            let end = if use_regex {
+                crate::byte_level::gpt2_match_end(s, pos)
+            } else {
+                s.len()
+            };
+            word.clear();
+            word.extend(
+                s.as_bytes()[pos..end]
+                    .iter()
+                    .map(|&b| crate::byte_level::byte_to_char(b)),
+            );
+            f(word)?;
+            pos = end;
         }
         Ok(())
     }

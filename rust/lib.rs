@@ -24,7 +24,6 @@ pub mod processors;
 pub mod sentencepiece;
 pub mod text;
 pub mod tokenizer;
-pub mod utils;
 
 #[cfg(feature = "python")]
 mod bindings;

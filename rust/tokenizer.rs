@@ -64,7 +64,7 @@ impl Tokenizer {
     pub fn from_json_value(v: Value) -> Result<Self> {
         let (core, padding, truncation) = crate::formats::tokenizer_json::build(v)?;
         Ok(Tokenizer {
-            core: Arc::new(Backend::Json(core)),
+            core: Arc::new(Backend::Json(Box::new(core))),
             padding,
             truncation,
         })
@@ -73,16 +73,16 @@ impl Tokenizer {
     /// A tokenizer over a SentencePiece `.model` (serialized ModelProto), run exactly as the
     /// sentencepiece library runs it.
     pub fn from_sentencepiece(bytes: &[u8]) -> Result<Self> {
-        Ok(Self::from_backend(Backend::Sp(
+        Ok(Self::from_backend(Backend::Sp(Box::new(
             SentencePiece::from_model_bytes(bytes)?,
-        )))
+        ))))
     }
 
     /// A tokenizer over a `.spm` text vocabulary.
     pub fn from_spm_text(text: &str, opts: &SpmOptions) -> Result<Self> {
-        Ok(Self::from_backend(Backend::Sp(
+        Ok(Self::from_backend(Backend::Sp(Box::new(
             SentencePiece::from_spm_text(text, opts)?,
-        )))
+        ))))
     }
 
     fn from_backend(b: Backend) -> Self {
@@ -217,7 +217,10 @@ impl Tokenizer {
             attention_mask: vec![1; n],
             ..Encoding::default()
         };
-        let unpadded = Tokenizer { padding: None, ..self.clone() };
+        let unpadded = Tokenizer {
+            padding: None,
+            ..self.clone()
+        };
         let enc = unpadded.post_process(light, None, add_special_tokens)?;
         out.extend_from_slice(&enc.ids);
         Ok(())
@@ -370,8 +373,8 @@ impl Tokenizer {
 
 /// What runs the text: a tokenizer.json pipeline, or a SentencePiece processor.
 pub(crate) enum Backend {
-    Json(Core),
-    Sp(SentencePiece),
+    Json(Box<Core>),
+    Sp(Box<SentencePiece>),
 }
 
 impl Backend {
@@ -566,6 +569,34 @@ impl Core {
     }
 
     fn ids_of_text(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        if let Some(FastPath::ByteLevel {
+            add_prefix_space,
+            use_regex,
+        }) = self.fast()
+        {
+            let model = self.model.as_model();
+            let mut word = String::new();
+            let mut toks: Vec<Token> = Vec::new();
+            for (id, (s, e)) in self.added.raw_segments(text) {
+                if let Some(id) = id {
+                    out.push(id);
+                    continue;
+                }
+                FastPath::for_each_byte_level_word(
+                    add_prefix_space,
+                    use_regex,
+                    &text[s..e],
+                    &mut word,
+                    |w| {
+                        toks.clear();
+                        model.tokenize(w, &mut toks)?;
+                        out.extend(toks.iter().map(|t| t.id));
+                        Ok::<(), Error>(())
+                    },
+                )?;
+            }
+            return Ok(());
+        }
         if let Some(fp) = self.fast() {
             let model = self.model.as_model();
             let mut word = String::new();
@@ -617,7 +648,7 @@ impl Core {
             word: 0,
         };
         let model = self.model.as_model();
-        if let Some(fp) = self.fast() {
+        if let Some(fp) = self.fast().filter(FastPath::has_offsets) {
             let mut word = String::new();
             let mut toks: Vec<Token> = Vec::new();
             for (id, (s, e)) in self.added.raw_segments(text) {
@@ -789,6 +820,55 @@ mod tests {
             fast.encode_ids(&t, false, &mut x).unwrap();
             slow.encode_ids(&t, false, &mut y).unwrap();
             assert_eq!(x, y, "text {t:?}");
+        }
+    }
+
+    fn byte_level_json(add_prefix_space: bool) -> String {
+        let mut vocab = serde_json::Map::new();
+        for b in 0..=255u8 {
+            let n = vocab.len();
+            vocab.insert(
+                crate::byte_level::byte_to_char(b).to_string(),
+                Value::from(n),
+            );
+        }
+        let merges = [("Ġ", "a"), ("a", "b"), ("Ġa", "b"), ("c", "c"), ("Ã", "©")];
+        for (a, b) in merges {
+            let n = vocab.len();
+            vocab.insert(format!("{a}{b}"), Value::from(n));
+        }
+        let n = vocab.len();
+        serde_json::json!({
+            "version": "1.0",
+            "added_tokens": [
+                {"id": n, "content": "<|end|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}
+            ],
+            "normalizer": null,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": add_prefix_space, "trim_offsets": true, "use_regex": true},
+            "model": {"type": "BPE", "vocab": vocab, "merges": merges.iter().map(|(a, b)| format!("{a} {b}")).collect::<Vec<_>>()}
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn byte_level_fast_ids_equal_general_pipeline() {
+        for prefix in [false, true] {
+            let json = byte_level_json(prefix).replace("<|end|>", "[CLS]");
+            let fast = Tokenizer::from_json_str(&json).unwrap();
+            let mut slow = Tokenizer::from_json_str(&json).unwrap();
+            match Arc::get_mut(&mut slow.core) {
+                Some(Backend::Json(c)) => {
+                    assert!(matches!(c.fast, Some(FastPath::ByteLevel { .. })));
+                    c.fast = None;
+                }
+                _ => panic!("expected a tokenizer.json backend"),
+            }
+            for t in texts(1500) {
+                let (mut x, mut y) = (Vec::new(), Vec::new());
+                fast.encode_ids(&t, false, &mut x).unwrap();
+                slow.encode_ids(&t, false, &mut y).unwrap();
+                assert_eq!(x, y, "text {t:?}");
+            }
         }
     }
 }

@@ -12,6 +12,7 @@ from ._core import (
     get_num_threads,
     set_num_threads,
 )
+from .batch import TokenBatch
 from .sentencepiece import SentencePieceProcessor
 from .tokenizer import Tokenizer, detect_kind
 
@@ -21,6 +22,7 @@ __all__ = [
     "Encoding",
     "InvalidDataError",
     "SentencePieceProcessor",
+    "TokenBatch",
     "Tokenizer",
     "TokenizerError",
     "UnsupportedModelError",

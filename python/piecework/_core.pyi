@@ -103,6 +103,15 @@ class Tokenizer:
         self, input: Iterable[Any], is_pretokenized: bool = False, add_special_tokens: bool = True
     ) -> list[Encoding]: ...
     def encode_ids(self, text: str, add_special_tokens: bool = True) -> list[int]: ...
+    def encode_batch_ids(
+        self, texts: Sequence[str], add_special_tokens: bool = True
+    ) -> list[list[int]]: ...
+    def encode_batch_flat(
+        self, texts: Sequence[str], add_special_tokens: bool = True
+    ) -> TokenBatch: ...
+    def count_tokens_batch(
+        self, texts: Sequence[str], add_special_tokens: bool = True
+    ) -> list[int]: ...
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str: ...
     def decode_batch(
         self, sequences: Sequence[Sequence[int]], skip_special_tokens: bool = True
@@ -182,15 +191,31 @@ class _SentencePiece:
         treat_whitespace_as_suffix: bool = False,
         precompiled_charsmap: bytes | None = None,
     ) -> _SentencePiece: ...
-    def encode_ids(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[int]: ...
+    def encode_ids(
+        self, text: str, add_bos: bool = False, add_eos: bool = False, reverse: bool = False
+    ) -> list[int]: ...
     def encode_ids_batch(
-        self, texts: Sequence[str], add_bos: bool = False, add_eos: bool = False
+        self,
+        texts: Sequence[str],
+        add_bos: bool = False,
+        add_eos: bool = False,
+        reverse: bool = False,
     ) -> list[list[int]]: ...
     def encode_pieces(
-        self, text: str, add_bos: bool = False, add_eos: bool = False
+        self,
+        text: str,
+        add_bos: bool = False,
+        add_eos: bool = False,
+        reverse: bool = False,
+        emit_unk_piece: bool = False,
     ) -> list[str]: ...
     def encode_pieces_batch(
-        self, texts: Sequence[str], add_bos: bool = False, add_eos: bool = False
+        self,
+        texts: Sequence[str],
+        add_bos: bool = False,
+        add_eos: bool = False,
+        reverse: bool = False,
+        emit_unk_piece: bool = False,
     ) -> list[list[str]]: ...
     def encode_with_offsets(
         self, text: str

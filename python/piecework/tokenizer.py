@@ -13,6 +13,7 @@ from typing import Any, Union
 
 from . import _core
 from ._core import Encoding, UnsupportedModelError
+from .batch import TokenBatch
 
 __all__ = ["Tokenizer", "detect_kind"]
 
@@ -277,6 +278,27 @@ class Tokenizer:
     ) -> list[Encoding]:
         """Same as `encode_batch` (offsets cost nothing extra here)."""
         return self._tok.encode_batch(inputs, is_pretokenized, add_special_tokens)
+
+    def encode_batch_ids(
+        self, texts: Sequence[str], add_special_tokens: bool = True
+    ) -> list[list[int]]:
+        """The ids of many texts, encoded in parallel, without padding."""
+        return self._tok.encode_batch_ids(list(texts), add_special_tokens)
+
+    def encode_batch_flat(
+        self, texts: Sequence[str], add_special_tokens: bool = True
+    ) -> TokenBatch:
+        """The ids of many texts as one flat buffer plus row splits, without padding: zero-copy
+        to numpy (`.ids`, `.row_splits`, `.to_numpy()`) and to Arrow (`pyarrow.array(batch)`)."""
+        return TokenBatch(self._tok.encode_batch_flat(list(texts), add_special_tokens))
+
+    def count_tokens(
+        self, text_or_texts: str | Sequence[str], add_special_tokens: bool = True
+    ) -> int | list[int]:
+        """How many tokens a text (or each text of a list) encodes to, without padding."""
+        if isinstance(text_or_texts, str):
+            return self._tok.count_tokens_batch([text_or_texts], add_special_tokens)[0]
+        return self._tok.count_tokens_batch(list(text_or_texts), add_special_tokens)
 
     def encode_ids(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """Only the ids of one text, without padding: the fastest path."""

@@ -340,6 +340,49 @@ impl PyTokenizer {
         .map_err(to_py_err)
     }
 
+    /// The ids of many texts (no padding), encoded in parallel.
+    #[pyo3(signature = (texts, add_special_tokens = true))]
+    fn encode_batch_ids(
+        &self,
+        py: Python<'_>,
+        texts: Vec<String>,
+        add_special_tokens: bool,
+    ) -> PyResult<Vec<Vec<u32>>> {
+        let tok = self.snapshot();
+        py.detach(|| batch_ids(&tok, &texts, add_special_tokens))
+            .map_err(to_py_err)
+    }
+
+    /// The ids of many texts as one flat buffer plus row splits (zero-copy to numpy / Arrow).
+    #[pyo3(signature = (texts, add_special_tokens = true))]
+    fn encode_batch_flat(
+        &self,
+        py: Python<'_>,
+        texts: Vec<String>,
+        add_special_tokens: bool,
+    ) -> PyResult<super::batch::TokenBatch> {
+        let tok = self.snapshot();
+        let rows = py
+            .detach(|| batch_ids(&tok, &texts, add_special_tokens))
+            .map_err(to_py_err)?;
+        Ok(super::batch::TokenBatch::from_rows(rows))
+    }
+
+    /// How many tokens each text encodes to (no padding).
+    #[pyo3(signature = (texts, add_special_tokens = true))]
+    fn count_tokens_batch(
+        &self,
+        py: Python<'_>,
+        texts: Vec<String>,
+        add_special_tokens: bool,
+    ) -> PyResult<Vec<usize>> {
+        let tok = self.snapshot();
+        let rows = py
+            .detach(|| batch_ids(&tok, &texts, add_special_tokens))
+            .map_err(to_py_err)?;
+        Ok(rows.iter().map(Vec::len).collect())
+    }
+
     #[pyo3(signature = (ids, skip_special_tokens = true))]
     fn decode(&self, py: Python<'_>, ids: Vec<u32>, skip_special_tokens: bool) -> PyResult<String> {
         let tok = self.snapshot();
@@ -647,4 +690,14 @@ impl PyEncoding {
             self.inner.ids.len()
         )
     }
+}
+
+/// The ids of `texts` in the crate's pool.
+fn batch_ids(
+    tok: &Tokenizer,
+    texts: &[String],
+    add_special_tokens: bool,
+) -> crate::Result<Vec<Vec<u32>>> {
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    tok.encode_batch_ids(&refs, add_special_tokens)
 }

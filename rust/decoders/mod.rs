@@ -455,7 +455,9 @@ pub fn decoder_from_json(v: &Value) -> Result<DecoderKind> {
         Some("BPEDecoder") => DecoderKind::Bpe {
             suffix: string_field(v, "suffix", "BPEDecoder")?,
         },
-        Some("ByteLevel") => DecoderKind::ByteLevel(crate::byte_level::ByteLevel::from_json(v)?),
+        Some("ByteLevel") => {
+            DecoderKind::ByteLevel(crate::byte_level::ByteLevel::from_json_strict(v)?)
+        }
         Some("WordPiece") => DecoderKind::WordPiece {
             prefix: string_field(v, "prefix", "WordPiece")?,
             cleanup: bool_field(v, "cleanup", "WordPiece")?,

@@ -55,7 +55,7 @@ pub fn model_type(m: &Value) -> Result<&'static str> {
 
 pub fn build_model(m: &Value) -> Result<ModelWrapper> {
     Ok(match model_type(m)? {
-        "BPE" => ModelWrapper::Bpe(Bpe::from_json(m).context("model")?),
+        "BPE" => ModelWrapper::Bpe(Box::new(Bpe::from_json(m).context("model")?)),
         "WordPiece" => ModelWrapper::WordPiece(WordPiece::from_json(m)?),
         "WordLevel" => ModelWrapper::WordLevel(WordLevel::from_json(m)?),
         _ => ModelWrapper::Unigram(Unigram::from_json(m)?),

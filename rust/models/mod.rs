@@ -55,7 +55,7 @@ pub enum ModelWrapper {
     WordPiece(wordpiece::WordPiece),
     WordLevel(wordlevel::WordLevel),
     Unigram(unigram::Unigram),
-    Bpe(bpe::Bpe),
+    Bpe(Box<bpe::Bpe>),
 }
 
 impl ModelWrapper {
@@ -64,7 +64,7 @@ impl ModelWrapper {
             ModelWrapper::WordPiece(m) => m,
             ModelWrapper::WordLevel(m) => m,
             ModelWrapper::Unigram(m) => m,
-            ModelWrapper::Bpe(m) => m,
+            ModelWrapper::Bpe(m) => m.as_ref(),
         }
     }
 }

@@ -79,7 +79,9 @@ pub(super) fn build_vocab(pairs: Vec<(String, u32)>) -> VocabTables {
 
 /// The id → entry map as a table, or an empty one when the ids are too sparse for it.
 pub(super) fn dense_table(vocab_r: &AHashMap<u32, Box<str>>) -> Vec<Option<Box<str>>> {
-    let Some(&max) = vocab_r.keys().max() else { return Vec::new() };
+    let Some(&max) = vocab_r.keys().max() else {
+        return Vec::new();
+    };
     if max as usize > 2 * vocab_r.len() + 1024 {
         return Vec::new();
     }

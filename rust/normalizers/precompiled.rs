@@ -18,6 +18,11 @@ pub struct Precompiled {
     /// A charsmap with no trie unit loads, but the reference cannot look anything up in it
     /// (it panics on the first character).
     empty_trie: bool,
+    /// The rule of each ASCII character alone (`shortest_match` of its one byte): most text is
+    /// ASCII, and an ASCII character followed by another is a grapheme of its own (but CR LF).
+    ascii: [Option<Box<str>>; 128],
+    /// No ASCII character, nor CR LF, has a rule: ASCII text is left as it is.
+    ascii_identity: bool,
 }
 
 /// base64 as the reference decodes it (base64 0.13 `decode`: padding optional, no trailing
@@ -57,9 +62,15 @@ impl Precompiled {
         normalized.extend_from_slice(&(trie_bytes as u32).to_le_bytes());
         normalized.extend_from_slice(&bytes[4..]);
         let map = CharsMap::parse(&normalized).map_err(|e| e.context(what))?;
+        let ascii: [Option<Box<str>>; 128] =
+            std::array::from_fn(|b| map.shortest_match(&[b as u8]).map(|(_, r)| Box::from(r)));
+        let ascii_identity =
+            ascii.iter().all(Option::is_none) && map.shortest_match(b"\r\n").is_none();
         Ok(Precompiled {
             map,
             empty_trie: trie_bytes == 0,
+            ascii,
+            ascii_identity,
         })
     }
 
@@ -105,9 +116,34 @@ impl Normalizer for Precompiled {
             ));
         }
         let text = n.get();
+        if self.ascii_identity && text.is_ascii() {
+            return Ok(());
+        }
+        let bytes = text.as_bytes();
         let mut t: Vec<(char, isize)> = Vec::with_capacity(text.len());
         let mut modified = false;
-        for g in text.graphemes(true) {
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            let next = bytes.get(i + 1).copied();
+            // An ASCII character is a grapheme of its own when what follows is ASCII too (or
+            // nothing), except CR before LF; a non-ASCII follower may extend it.
+            if b < 0x80 && next.is_none_or(|x| x < 0x80 && !(b == b'\r' && x == b'\n')) {
+                let c = b as char;
+                match &self.ascii[b as usize] {
+                    Some(rep) => {
+                        modified = true;
+                        push_replacement(&mut t, &text[i..i + 1], rep);
+                    }
+                    None => t.push((c, 0)),
+                }
+                i += 1;
+                continue;
+            }
+            // Segmentation restarts here at a grapheme boundary, which gives the same clusters
+            // as segmenting the whole text (the rules look back only inside a cluster).
+            let g = text[i..].graphemes(true).next().unwrap_or(&text[i..]);
+            i += g.len();
             if g.len() < 6 {
                 if let Some((_, rep)) = self.map.shortest_match(g.as_bytes()) {
                     modified = true;
@@ -115,8 +151,8 @@ impl Normalizer for Precompiled {
                     continue;
                 }
             }
-            for (i, c) in g.char_indices() {
-                let part = &g[i..i + c.len_utf8()];
+            for (j, c) in g.char_indices() {
+                let part = &g[j..j + c.len_utf8()];
                 match self.map.shortest_match(part.as_bytes()) {
                     Some((_, rep)) => {
                         modified = true;

@@ -53,7 +53,7 @@ pub fn from_json(v: &Value) -> Result<Box<dyn PreTokenizer>> {
         Some("CharDelimiterSplit") => Box::new(CharDelimiterSplit::from_obj(&o)?),
         Some("FixedLength") => Box::new(FixedLength::from_obj(&o)?),
         Some("UnicodeScripts") => Box::new(UnicodeScripts),
-        Some("ByteLevel") => Box::new(crate::byte_level::ByteLevel::from_json(v)?),
+        Some("ByteLevel") => Box::new(crate::byte_level::ByteLevel::from_json_strict(v)?),
         Some("Sequence") => {
             let list = o.req_array("pretokenizers")?;
             let mut pretokenizers = Vec::with_capacity(list.len());
