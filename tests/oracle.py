@@ -15,6 +15,35 @@ DATA_DIR = Path(os.environ.get("PIECEWORK_DATA", REPO_ROOT.parent / "shared" / "
 SWEEP = os.environ.get("PIECEWORK_SWEEP", "") not in ("", "0")
 
 
+# Every tokenizer.json in ../shared/data that tokenizers 0.22.1 loads, by model family.
+TOKENIZER_JSON_FILES = [
+    "all-minilm-l6-v2/tokenizer.json",
+    "bert-base-uncased/tokenizer.json",
+    "generated/bert-base-cased/tokenizer.json",
+    "hf-tokenizers-data/bert-wiki.json",
+    "hf-tokenizers-data/_tok.json",
+    "wordlevel/wordlevel.json",
+    "t5-small/tokenizer.json",
+    "xlnet-base-cased/tokenizer.json",
+    "pegasus/tokenizer.json",
+    "rut5-large/tokenizer.json",
+    "nmt-marian/tokenizer.json",
+    "gpt2/tokenizer.json",
+    "roberta-base/tokenizer.json",
+    "phi-2/tokenizer.json",
+    "falcon/tokenizer.json",
+    "clip/tokenizer.json",
+    "whisper-tiny/tokenizer.json",
+    "wordlevel/bpe-code-tokenizer.json",
+    "hf-tokenizers-data/eng_latn_300mb-hf.json",
+    "hf-tokenizers-data/tiny-tokenizer.json",
+    "hf-quicktour-wiki/tokenizer-wiki.json",
+    "codellama/tokenizer.json",
+    "phi-3-mini/tokenizer.json",
+    "mistral-7b-v0.3/tokenizer.json",
+]
+
+
 def data_path(*parts: str) -> Path:
     """The path of a shared data file; skips the calling test (with the reason) when absent."""
     path = DATA_DIR.joinpath(*parts)

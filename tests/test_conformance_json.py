@@ -14,6 +14,7 @@ import pytest
 
 tokenizers = pytest.importorskip("tokenizers")
 import piecework
+from oracle import TOKENIZER_JSON_FILES
 
 DATA = Path(
     os.environ.get("PIECEWORK_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -22,32 +23,6 @@ SWEEP = os.environ.get("PIECEWORK_SWEEP") == "1"
 # Lines per file: bounded in CI; the sweep takes PIECEWORK_SWEEP_LINES (default: every line).
 LINES = int(os.environ.get("PIECEWORK_SWEEP_LINES", "0") or 0) if SWEEP else 300
 
-JSON_FILES = [
-    "all-minilm-l6-v2/tokenizer.json",
-    "bert-base-uncased/tokenizer.json",
-    "generated/bert-base-cased/tokenizer.json",
-    "hf-tokenizers-data/bert-wiki.json",
-    "hf-tokenizers-data/_tok.json",
-    "wordlevel/wordlevel.json",
-    "t5-small/tokenizer.json",
-    "xlnet-base-cased/tokenizer.json",
-    "pegasus/tokenizer.json",
-    "rut5-large/tokenizer.json",
-    "nmt-marian/tokenizer.json",
-    "gpt2/tokenizer.json",
-    "roberta-base/tokenizer.json",
-    "phi-2/tokenizer.json",
-    "falcon/tokenizer.json",
-    "clip/tokenizer.json",
-    "whisper-tiny/tokenizer.json",
-    "wordlevel/bpe-code-tokenizer.json",
-    "hf-tokenizers-data/eng_latn_300mb-hf.json",
-    "hf-tokenizers-data/tiny-tokenizer.json",
-    "hf-quicktour-wiki/tokenizer-wiki.json",
-    "codellama/tokenizer.json",
-    "phi-3-mini/tokenizer.json",
-    "mistral-7b-v0.3/tokenizer.json",
-]
 
 CORPORA = [
     "corpora/big.txt",
@@ -119,7 +94,7 @@ def corpus() -> list[str]:
     return _corpus_lines()
 
 
-@pytest.mark.parametrize("name", JSON_FILES)
+@pytest.mark.parametrize("name", TOKENIZER_JSON_FILES)
 def test_file_matches_tokenizers(name: str, corpus: list[str]) -> None:
     path = DATA / name
     if not path.is_file():

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 tokenizers = pytest.importorskip("tokenizers")
 import piecework
+from oracle import TOKENIZER_JSON_FILES
 
 # ../shared/data beside the checkout; PIECEWORK_DATA points elsewhere (e.g. from a worktree).
 DATA = Path(
@@ -182,35 +183,7 @@ def test_bad_decoder_is_refused(decoder: dict[str, Any], kind: type) -> None:
         piecework.Tokenizer.from_str(doc)
 
 
-JSON_FILES = [
-    "all-minilm-l6-v2/tokenizer.json",
-    "bert-base-uncased/tokenizer.json",
-    "generated/bert-base-cased/tokenizer.json",
-    "hf-tokenizers-data/bert-wiki.json",
-    "hf-tokenizers-data/_tok.json",
-    "wordlevel/wordlevel.json",
-    "t5-small/tokenizer.json",
-    "xlnet-base-cased/tokenizer.json",
-    "pegasus/tokenizer.json",
-    "rut5-large/tokenizer.json",
-    "nmt-marian/tokenizer.json",
-    "gpt2/tokenizer.json",
-    "roberta-base/tokenizer.json",
-    "phi-2/tokenizer.json",
-    "falcon/tokenizer.json",
-    "clip/tokenizer.json",
-    "whisper-tiny/tokenizer.json",
-    "wordlevel/bpe-code-tokenizer.json",
-    "hf-tokenizers-data/eng_latn_300mb-hf.json",
-    "hf-tokenizers-data/tiny-tokenizer.json",
-    "hf-quicktour-wiki/tokenizer-wiki.json",
-    "codellama/tokenizer.json",
-    "phi-3-mini/tokenizer.json",
-    "mistral-7b-v0.3/tokenizer.json",
-]
-
-
-@pytest.mark.parametrize("name", JSON_FILES)
+@pytest.mark.parametrize("name", TOKENIZER_JSON_FILES)
 def test_data_file_decode(name: str) -> None:
     """Random id lists (every id of the vocabulary is reachable) decode as in the reference."""
     path = DATA / name
