@@ -529,19 +529,10 @@ impl Core {
 
     /// Everything up to the model: added tokens, normalization, pre-tokenization, model.
     fn tokenize(&self, text: &str) -> Result<PreTokenizedString> {
-        let mut pts = self
+        let pts = self
             .added
             .extract_and_normalize(self.normalizer.as_deref(), text)?;
-        if let Some(p) = &self.pre_tokenizer {
-            p.pre_tokenize(&mut pts)?;
-        }
-        let model = self.model.as_model();
-        for split in pts.splits.iter_mut().filter(|s| s.tokens.is_none()) {
-            let mut toks: Vec<Token> = Vec::new();
-            model.tokenize(split.normalized.get(), &mut toks)?;
-            split.tokens = Some(toks);
-        }
-        Ok(pts)
+        self.pre_tokenize_and_model(pts)
     }
 
     /// The general pipeline without added tokens, on a piece of text that has none.
@@ -550,7 +541,14 @@ impl Core {
         if let Some(nz) = &self.normalizer {
             nz.normalize(&mut n)?;
         }
-        let mut pts = PreTokenizedString::from_splits(vec![crate::text::Split::from(n)]);
+        self.pre_tokenize_and_model(PreTokenizedString::from_splits(vec![
+            crate::text::Split::from(n),
+        ]))
+    }
+
+    /// The stages after normalization: split into words, then run the model on each word that
+    /// is not an added token yet.
+    fn pre_tokenize_and_model(&self, mut pts: PreTokenizedString) -> Result<PreTokenizedString> {
         if let Some(p) = &self.pre_tokenizer {
             p.pre_tokenize(&mut pts)?;
         }
