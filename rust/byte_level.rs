@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::normalizers::Normalizer;
 use crate::pre_tokenizers::PreTokenizer;
 use crate::processors::PostProcessor;
+use crate::text::unicode::in_ranges;
 use crate::text::{NormalizedString, Pattern, PreTokenizedString, SplitBehavior};
 use serde_json::Value;
 use std::sync::OnceLock;
@@ -95,20 +96,6 @@ enum Class {
     Other,
 }
 
-fn in_ranges(table: &[(u32, u32)], cp: u32) -> bool {
-    table
-        .binary_search_by(|&(a, b)| {
-            if b < cp {
-                std::cmp::Ordering::Less
-            } else if a > cp {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
-            }
-        })
-        .is_ok()
-}
-
 #[inline]
 fn class(c: char) -> Class {
     if c.is_ascii() {
@@ -119,12 +106,11 @@ fn class(c: char) -> Class {
             _ => Class::Other,
         };
     }
-    let cp = c as u32;
-    if in_ranges(&tables::LETTER, cp) {
+    if in_ranges(&tables::LETTER, c) {
         Class::Letter
-    } else if in_ranges(&tables::NUMBER, cp) {
+    } else if in_ranges(&tables::NUMBER, c) {
         Class::Number
-    } else if in_ranges(&tables::SPACE, cp) {
+    } else if in_ranges(&tables::SPACE, c) {
         Class::Space
     } else {
         Class::Other

@@ -115,20 +115,7 @@ def emit_rust(d):
     out.append("];")
     out.append("")
     out.append(
-        """fn in_ranges(table: &[(u32, u32)], c: char) -> bool {
-    let c = c as u32;
-    table
-        .binary_search_by(|&(a, b)| {
-            if b < c {
-                std::cmp::Ordering::Less
-            } else if a > c {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
-            }
-        })
-        .is_ok()
-}
+        """use crate::text::unicode::in_ranges;
 
 /// `\\w` as the reference's Whitespace regex sees it.
 #[inline]

@@ -2429,20 +2429,7 @@ pub static STD_LOWER: [(u32, u32, u32); 1460] = [
     (0x1E921, 0x1E943, 0x0),
 ];
 
-fn in_ranges(table: &[(u32, u32)], c: char) -> bool {
-    let c = c as u32;
-    table
-        .binary_search_by(|&(a, b)| {
-            if b < c {
-                std::cmp::Ordering::Less
-            } else if a > c {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
-            }
-        })
-        .is_ok()
-}
+use crate::text::unicode::in_ranges;
 
 /// `\w` as the reference's Whitespace regex sees it.
 #[inline]

@@ -3,6 +3,25 @@
 //! from the reference (`pre_tokenizers/tables.rs`) instead of our std.
 
 use crate::pre_tokenizers::tables;
+use std::cmp::Ordering;
+
+/// Whether `c` falls in one of the sorted, disjoint, inclusive code point ranges of a generated
+/// class table.
+#[inline]
+pub fn in_ranges(table: &[(u32, u32)], c: char) -> bool {
+    let c = c as u32;
+    table
+        .binary_search_by(|&(a, b)| {
+            if b < c {
+                Ordering::Less
+            } else if a > c {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            }
+        })
+        .is_ok()
+}
 
 /// `char::is_whitespace` as the reference sees it (White_Space has not changed in the
 /// versions concerned: the measured table equals std's).
