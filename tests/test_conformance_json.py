@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import os
 import random
-from pathlib import Path
 
 import pytest
 
 tokenizers = pytest.importorskip("tokenizers")
 import piecework
-from oracle import TOKENIZER_JSON_FILES
+from oracle import DATA_DIR as DATA
+from oracle import SWEEP, TOKENIZER_JSON_FILES
 
-DATA = Path(
-    os.environ.get("PIECEWORK_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
-)
-SWEEP = os.environ.get("PIECEWORK_SWEEP") == "1"
 # Lines per file: bounded in CI; the sweep takes PIECEWORK_SWEEP_LINES (default: every line).
 LINES = int(os.environ.get("PIECEWORK_SWEEP_LINES", "0") or 0) if SWEEP else 300
 

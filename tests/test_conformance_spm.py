@@ -7,19 +7,14 @@ decoding. (The `SentencePieceProcessor` drop-in has its own tests in test_senten
 
 from __future__ import annotations
 
-import os
 import random
-from pathlib import Path
 
 import pytest
 
 spm = pytest.importorskip("sentencepiece")
 import piecework
-
-DATA = Path(
-    os.environ.get("PIECEWORK_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
-)
-SWEEP = os.environ.get("PIECEWORK_SWEEP") == "1"
+from oracle import DATA_DIR as DATA
+from oracle import SWEEP
 
 MODELS = [
     "llama2/tokenizer.model",

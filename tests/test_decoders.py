@@ -10,8 +10,6 @@ for hypothesis-generated id lists, with and without skipping special tokens. The
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,14 +18,8 @@ from hypothesis import strategies as st
 
 tokenizers = pytest.importorskip("tokenizers")
 import piecework
-from oracle import TOKENIZER_JSON_FILES
-
-# ../shared/data beside the checkout; PIECEWORK_DATA points elsewhere (e.g. from a worktree).
-DATA = Path(
-    os.environ.get("PIECEWORK_DATA")
-    or Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-)
-SWEEP = os.environ.get("PIECEWORK_SWEEP") == "1"
+from oracle import DATA_DIR as DATA
+from oracle import SWEEP, TOKENIZER_JSON_FILES
 
 POOL = [
     "[UNK]", "▁", "▁▁", "▁a", "a▁b", "<0xC3>", "<0xA9>", "<0x41>", "<0xEA>", "<0x99>", "<0xc3>",

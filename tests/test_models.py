@@ -11,8 +11,6 @@ in ../shared/data are run on corpus words. `PIECEWORK_SWEEP=1` runs many more ex
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -21,13 +19,9 @@ hypothesis = pytest.importorskip("hypothesis")
 import piecework
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import DATA_DIR as DATA
+from oracle import SWEEP
 
-# ../shared/data beside the checkout; PIECEWORK_DATA overrides it (e.g. from a git worktree).
-DATA = Path(
-    os.environ.get("PIECEWORK_DATA")
-    or Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-)
-SWEEP = os.environ.get("PIECEWORK_SWEEP") == "1"
 EXAMPLES = 2000 if SWEEP else 150
 
 

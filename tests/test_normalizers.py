@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -21,13 +19,9 @@ hypothesis = pytest.importorskip("hypothesis")
 import piecework
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import DATA_DIR as DATA
+from oracle import SWEEP
 
-# ../shared/data beside the checkout; PIECEWORK_DATA points elsewhere (e.g. from a worktree).
-DATA = Path(
-    os.environ.get("PIECEWORK_DATA")
-    or Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-)
-SWEEP = os.environ.get("PIECEWORK_SWEEP") == "1"
 EXAMPLES = 1000 if SWEEP else 150
 
 # Characters that exercise the Unicode corners: every kind of whitespace, controls, combining

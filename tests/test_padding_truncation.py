@@ -10,9 +10,7 @@ corpus lines when present.
 from __future__ import annotations
 
 import json
-import os
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,12 +19,8 @@ from hypothesis import strategies as st
 
 tokenizers = pytest.importorskip("tokenizers")
 import piecework
-
-DATA = Path(
-    os.environ.get("PIECEWORK_DATA")
-    or Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-)
-SWEEP = os.environ.get("PIECEWORK_SWEEP") == "1"
+from oracle import DATA_DIR as DATA
+from oracle import SWEEP
 
 LETTERS = "abcdefgh"
 VOCAB: dict[str, int] = {

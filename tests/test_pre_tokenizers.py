@@ -10,8 +10,6 @@ runs many more examples per pre-tokenizer.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -20,13 +18,9 @@ hypothesis = pytest.importorskip("hypothesis")
 import piecework
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import DATA_DIR as DATA
+from oracle import SWEEP
 
-# ../shared/data beside the checkout; PIECEWORK_DATA points elsewhere (e.g. from a worktree).
-DATA = Path(
-    os.environ.get("PIECEWORK_DATA")
-    or Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-)
-SWEEP = os.environ.get("PIECEWORK_SWEEP") == "1"
 EXAMPLES = 1000 if SWEEP else 80
 
 SPECIAL = (

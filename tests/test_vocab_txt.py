@@ -11,7 +11,6 @@ against the spec. Crafted files cover each line rule; the real vocab.txt files i
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 from pathlib import Path
@@ -20,12 +19,8 @@ import pytest
 
 tokenizers = pytest.importorskip("tokenizers")
 import piecework
-
-DATA = Path(
-    os.environ.get("PIECEWORK_DATA")
-    or Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-)
-SWEEP = os.environ.get("PIECEWORK_SWEEP") == "1"
+from oracle import DATA_DIR as DATA
+from oracle import SWEEP
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 # Unicode White_Space. (Python's str.isspace also counts U+001C..U+001F, which it is not.)
