@@ -228,6 +228,28 @@ impl AddedVocabulary {
         self.find_matches(text, &self.raw)
     }
 
+    /// Like `raw_segments`, then the text between is cut at normalized added tokens too: what
+    /// `extract_and_normalize` does when there is no normalizer (normalized text = raw text).
+    pub fn identity_segments(&self, text: &str) -> Vec<(Option<u32>, (usize, usize))> {
+        let raw = self.raw_segments(text);
+        if self.normalized.ac.is_none() {
+            return raw;
+        }
+        let mut out = Vec::with_capacity(raw.len());
+        for (id, (s, e)) in raw {
+            if id.is_some() {
+                out.push((id, (s, e)));
+                continue;
+            }
+            for (id2, (a, b)) in self.find_matches(&text[s..e], &self.normalized) {
+                if b > a {
+                    out.push((id2, (s + a, s + b)));
+                }
+            }
+        }
+        out
+    }
+
     fn find_matches(&self, s: &str, m: &Matcher) -> Vec<(Option<u32>, (usize, usize))> {
         if s.is_empty() {
             return vec![(None, (0, 0))];

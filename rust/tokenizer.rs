@@ -563,7 +563,18 @@ impl Core {
 
     /// The fast path applies when no added token is matched after normalization.
     fn fast(&self) -> Option<FastPath> {
-        self.fast.filter(|_| !self.added.has_normalized_tokens())
+        self.fast
+            .filter(|_| self.normalizer.is_none() || !self.added.has_normalized_tokens())
+    }
+
+    /// The input cut at added tokens, for the fast paths (which run only when normalization
+    /// is the identity or no added token is matched after it).
+    fn segments(&self, text: &str) -> Vec<(Option<u32>, (usize, usize))> {
+        if self.normalizer.is_none() {
+            self.added.identity_segments(text)
+        } else {
+            self.added.raw_segments(text)
+        }
     }
 
     fn ids_of_text(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
@@ -575,7 +586,7 @@ impl Core {
             let model = self.model.as_model();
             let mut word = String::new();
             let mut toks: Vec<Token> = Vec::new();
-            for (id, (s, e)) in self.added.raw_segments(text) {
+            for (id, (s, e)) in self.segments(text) {
                 if let Some(id) = id {
                     out.push(id);
                     continue;
@@ -599,7 +610,7 @@ impl Core {
             let model = self.model.as_model();
             let mut word = String::new();
             let mut toks: Vec<Token> = Vec::new();
-            for (id, (s, e)) in self.added.raw_segments(text) {
+            for (id, (s, e)) in self.segments(text) {
                 if let Some(id) = id {
                     out.push(id);
                     continue;
@@ -649,7 +660,7 @@ impl Core {
         if let Some(fp) = self.fast().filter(FastPath::has_offsets) {
             let mut word = String::new();
             let mut toks: Vec<Token> = Vec::new();
-            for (id, (s, e)) in self.added.raw_segments(text) {
+            for (id, (s, e)) in self.segments(text) {
                 if let Some(id) = id {
                     out.push_token(model, &Token::with_value(id, &text[s..e], 0, e - s), s);
                     out.word += 1;
@@ -839,7 +850,11 @@ mod tests {
         serde_json::json!({
             "version": "1.0",
             "added_tokens": [
-                {"id": n, "content": "<|end|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}
+                {"id": n, "content": "<|end|>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+                // Normalized tokens, matched after the raw ones (one overlaps "[CLS]").
+                {"id": n + 1, "content": "[MASK]", "single_word": false, "lstrip": true, "rstrip": false, "normalized": true, "special": true},
+                {"id": n + 2, "content": "S]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": true, "special": false},
+                {"id": n + 3, "content": "é", "single_word": true, "lstrip": false, "rstrip": true, "normalized": true, "special": false}
             ],
             "normalizer": null,
             "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": add_prefix_space, "trim_offsets": true, "use_regex": true},

@@ -1,0 +1,55 @@
+//! Single-thread throughput of `Tokenizer::encode_ids` over a text file, line by line or whole.
+//! Usage: speed_probe <tokenizer.json|.model> <text file> [lines|doc] [repeats]
+
+use piecework::Tokenizer;
+use std::time::Instant;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 3 {
+        eprintln!("usage: speed_probe <tokenizer> <text> [lines|doc] [repeats]");
+        std::process::exit(2);
+    }
+    let bytes = std::fs::read(&args[1]).unwrap_or_default();
+    let tok = if args[1].ends_with(".json") {
+        Tokenizer::from_json_str(&String::from_utf8_lossy(&bytes))
+    } else {
+        Tokenizer::from_sentencepiece(&bytes)
+    };
+    let tok = match tok {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
+    let text = std::fs::read_to_string(&args[2]).unwrap_or_default();
+    let texts: Vec<&str> = match args.get(3).map(String::as_str) {
+        Some("doc") => text
+            .as_bytes()
+            .chunks(100_000)
+            .map(|c| std::str::from_utf8(c).unwrap_or(""))
+            .filter(|s| !s.is_empty())
+            .collect(),
+        _ => text.lines().collect(),
+    };
+    let repeats: usize = args.get(4).and_then(|r| r.parse().ok()).unwrap_or(3);
+    let total: usize = texts.iter().map(|t| t.len()).sum::<usize>() * repeats;
+    let mut out = Vec::new();
+    let mut n = 0usize;
+    let start = Instant::now();
+    for _ in 0..repeats {
+        for t in &texts {
+            out.clear();
+            if tok.encode_ids(t, false, &mut out).is_ok() {
+                n += out.len();
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "{:.1} MB/s ({total} bytes, {n} ids, {:.3}s)",
+        total as f64 / secs / 1e6,
+        secs
+    );
+}
