@@ -96,15 +96,29 @@ enum Class {
     Other,
 }
 
+const fn ascii_class(b: u8) -> Class {
+    match b {
+        b'a'..=b'z' | b'A'..=b'Z' => Class::Letter,
+        b'0'..=b'9' => Class::Number,
+        b'\t'..=b'\r' | b' ' => Class::Space,
+        _ => Class::Other,
+    }
+}
+
+static ASCII_CLASS: [Class; 128] = {
+    let mut t = [Class::Other; 128];
+    let mut i = 0;
+    while i < 128 {
+        t[i] = ascii_class(i as u8);
+        i += 1;
+    }
+    t
+};
+
 #[inline]
 fn class(c: char) -> Class {
-    if c.is_ascii() {
-        return match c {
-            'a'..='z' | 'A'..='Z' => Class::Letter,
-            '0'..='9' => Class::Number,
-            '\t'..='\r' | ' ' => Class::Space,
-            _ => Class::Other,
-        };
+    if let Some(&k) = ASCII_CLASS.get(c as usize) {
+        return k;
     }
     if in_ranges(&tables::LETTER, c) {
         Class::Letter
@@ -115,6 +129,28 @@ fn class(c: char) -> Class {
     } else {
         Class::Other
     }
+}
+
+/// The end of the run of class `k` starting at byte `from` of `s`; ASCII bytes are classified
+/// without decoding.
+#[inline]
+fn run_end(s: &str, from: usize, k: Class) -> usize {
+    let bytes = s.as_bytes();
+    let mut i = from;
+    while let Some(&b) = bytes.get(i) {
+        if b < 0x80 {
+            if class(b as char) != k {
+                return i;
+            }
+            i += 1;
+            continue;
+        }
+        match s.get(i..).and_then(|r| r.chars().next()) {
+            Some(ch) if class(ch) == k => i += ch.len_utf8(),
+            _ => return i,
+        }
+    }
+    s.len()
 }
 
 /// The GPT-2 split, as a `Pattern`: every piece is a match (the regex matches everything).
@@ -147,11 +183,7 @@ pub(crate) fn gpt2_match_end(s: &str, pos: usize) -> usize {
     };
     let k = class(first);
     if k != Class::Space {
-        let run = s[body..]
-            .char_indices()
-            .find(|&(_, ch)| class(ch) != k)
-            .map_or(s.len(), |(i, _)| body + i);
-        return run;
+        return run_end(s, body, k);
     }
     // Whitespace: `\s+(?!\S)` leaves the last space of a run to the next word, else `\s+`.
     let mut last_start = pos;

@@ -130,13 +130,13 @@ impl FastPath {
         matches!(self, FastPath::Bert { .. })
     }
 
-    /// ByteLevel: call `f` with each word of `segment`, already mapped to byte-level characters.
+    /// ByteLevel: call `f` with the raw bytes of each word of `segment` (the GPT-2 regex
+    /// matches, after the optional prefix space).
     pub(crate) fn for_each_byte_level_word<E>(
         add_prefix_space: bool,
         use_regex: bool,
         segment: &str,
-        word: &mut String,
-        mut f: impl FnMut(&str) -> Result<(), E>,
+        mut f: impl FnMut(&[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
         let prefixed;
         let s = if add_prefix_space && !segment.starts_with(' ') {
@@ -145,24 +145,27 @@ impl FastPath {
         } else {
             segment
         };
+        if !use_regex {
+            return if s.is_empty() {
+                Ok(())
+            } else {
+                f(s.as_bytes())
+            };
+        }
         let mut pos = 0;
         while pos < s.len() {
-            let end = if use_regex {
-                crate::byte_level::gpt2_match_end(s, pos)
-            } else {
-                s.len()
-            };
-            word.clear();
-            word.extend(
-                s.as_bytes()[pos..end]
-                    .iter()
-                    .map(|&b| crate::byte_level::byte_to_char(b)),
-            );
-            f(word)?;
+            let end = crate::byte_level::gpt2_match_end(s, pos);
+            f(&s.as_bytes()[pos..end])?;
             pos = end;
         }
         Ok(())
     }
+}
+
+/// The byte-level string of raw bytes (each byte one character), into `word`.
+pub(crate) fn byte_level_string(raw: &[u8], word: &mut String) {
+    word.clear();
+    word.extend(raw.iter().map(|&b| crate::byte_level::byte_to_char(b)));
 }
 
 #[inline]

@@ -584,6 +584,10 @@ impl Core {
         }) = self.fast()
         {
             let model = self.model.as_model();
+            let bpe = match &self.model {
+                ModelWrapper::Bpe(b) if b.has_byte_level_ids() => Some(b.as_ref()),
+                _ => None,
+            };
             let mut word = String::new();
             let mut toks: Vec<Token> = Vec::new();
             for (id, (s, e)) in self.segments(text) {
@@ -595,10 +599,13 @@ impl Core {
                     add_prefix_space,
                     use_regex,
                     &text[s..e],
-                    &mut word,
-                    |w| {
+                    |raw| {
+                        if let Some(bpe) = bpe {
+                            return bpe.byte_level_ids(raw, out);
+                        }
+                        crate::fast::byte_level_string(raw, &mut word);
                         toks.clear();
-                        model.tokenize(w, &mut toks)?;
+                        model.tokenize(&word, &mut toks)?;
                         out.extend(toks.iter().map(|t| t.id));
                         Ok::<(), Error>(())
                     },

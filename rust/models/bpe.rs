@@ -4,6 +4,7 @@
 //! unk (optionally fused), byte fallback, ignore_merges and dropout.
 
 pub mod engine;
+mod ids_cache;
 
 use super::{Model, Token};
 use crate::error::{Error, Result};
@@ -12,6 +13,7 @@ use engine::Word;
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Words shorter than this (in bytes) are cached, as in the reference.
@@ -127,6 +129,23 @@ pub struct Bpe {
     /// Id of `<0xXX>` for each byte, when present.
     byte_ids: Box<[Option<u32>; 256]>,
     cache: Option<Cache>,
+    /// Id of the byte-level character of each byte (`byte_level::byte_to_char`), when all 256
+    /// are in the vocabulary and no decoration applies: the ByteLevel ids path then merges raw
+    /// bytes directly.
+    byte_level_syms: Option<Box<[u32; 256]>>,
+    /// Identity of this model in the per-thread id caches.
+    uid: u64,
+}
+
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
+
+/// Models whose id caches a thread keeps at once.
+const IDS_CACHE_MODELS: usize = 4;
+
+thread_local! {
+    /// Per thread, so lookups take no lock and threads never wait on each other; keyed by
+    /// model `uid`.
+    static IDS_CACHES: RefCell<Vec<(u64, ids_cache::IdsTable)>> = const { RefCell::new(Vec::new()) };
 }
 
 #[inline]
@@ -329,6 +348,19 @@ impl Bpe {
         for (b, slot) in byte_ids.iter_mut().enumerate() {
             *slot = vocab.get(&format!("<0x{b:02X}>")).copied();
         }
+        let mut syms = Box::new([0u32; 256]);
+        let mut all_bytes = continuing_subword_prefix
+            .as_deref()
+            .unwrap_or("")
+            .is_empty()
+            && end_of_word_suffix.as_deref().unwrap_or("").is_empty();
+        for (b, slot) in syms.iter_mut().enumerate() {
+            let c = crate::byte_level::byte_to_char(b as u8);
+            match vocab.get(c.encode_utf8(&mut [0; 4]) as &str) {
+                Some(&id) => *slot = id,
+                None => all_bytes = false,
+            }
+        }
         Ok(Bpe {
             vocab_r: IdToToken::build(&vocab),
             vocab,
@@ -343,6 +375,8 @@ impl Bpe {
             dropout: None,
             byte_ids,
             cache: Some(Cache::new()),
+            byte_level_syms: all_bytes.then_some(syms),
+            uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
         })
     }
 
@@ -445,6 +479,85 @@ impl Bpe {
             word.merge_all(lookup, Some(|| random_f32() < p), |_, _, _| {});
         } else {
             word.merge_all(lookup, None::<fn() -> bool>, |_, _, _| {});
+        }
+        Ok(())
+    }
+}
+
+impl Bpe {
+    /// Whether `byte_level_ids` applies: deterministic merges over undecorated byte-level
+    /// symbols, every byte known (so no unknown or byte-fallback handling is needed).
+    pub(crate) fn has_byte_level_ids(&self) -> bool {
+        self.byte_level_syms.is_some()
+            && matches!(self.dropout, None | Some(0.0))
+            && !self.ignore_merges
+    }
+
+    /// Ids of one word given as raw bytes, equal to `tokenize` of its byte-level string (the
+    /// caller checked `has_byte_level_ids`). Each raw byte is one symbol of that string, and
+    /// merges depend only on symbol ids, so merging raw bytes gives the same ids.
+    pub(crate) fn byte_level_ids(&self, raw: &[u8], out: &mut Vec<u32>) -> Result<()> {
+        let Some(syms) = self.byte_level_syms.as_deref() else {
+            return Err(Error::other(
+                "BPE: byte-level ids path used without its table",
+            ));
+        };
+        if raw.is_empty() {
+            return Ok(());
+        }
+        if u32::try_from(raw.len()).is_err() {
+            return Err(Error::invalid("BPE: word longer than 4 GiB"));
+        }
+        let cacheable = raw.len() <= ids_cache::MAX_WORD;
+        if cacheable {
+            let hit = IDS_CACHES.try_with(|c| {
+                c.try_borrow().is_ok_and(|caches| {
+                    caches
+                        .iter()
+                        .find(|x| x.0 == self.uid)
+                        .is_some_and(|x| x.1.get(raw, out))
+                })
+            });
+            if hit == Ok(true) {
+                return Ok(());
+            }
+        }
+        let start = out.len();
+        let merge = |word: &mut Word, out: &mut Vec<u32>| {
+            word.clear();
+            for &b in raw {
+                word.push(syms[b as usize], 1);
+            }
+            word.merge_all(|a, b| self.lookup(a, b), None::<fn() -> bool>, |_, _, _| {});
+            out.extend(word.iter().map(|(id, _, _)| id));
+            word.trim();
+        };
+        let done = SCRATCH.try_with(|cell| match cell.try_borrow_mut() {
+            Ok(mut sc) => {
+                merge(&mut sc.0, out);
+                true
+            }
+            Err(_) => false,
+        });
+        if done != Ok(true) {
+            merge(&mut Word::default(), out);
+        }
+        if cacheable {
+            let ids = &out[start..];
+            let _ = IDS_CACHES.try_with(|c| {
+                let Ok(mut caches) = c.try_borrow_mut() else {
+                    return;
+                };
+                if !caches.iter().any(|x| x.0 == self.uid) {
+                    if caches.len() >= IDS_CACHE_MODELS {
+                        caches.remove(0);
+                    }
+                    caches.push((self.uid, ids_cache::IdsTable::default()));
+                }
+                if let Some(x) = caches.iter_mut().find(|x| x.0 == self.uid) {
+                    x.1.insert(raw, ids);
+                }
+            });
         }
         Ok(())
     }
