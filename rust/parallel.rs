@@ -60,3 +60,32 @@ pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
         None => f(),
     }
 }
+
+/// Below this many items *and* this many bytes a batch stays on the calling thread, where
+/// handing work to the pool would cost more than it saves.
+const MIN_ITEMS: usize = 8;
+const MIN_BYTES: usize = 16 * 1024;
+
+/// `f` over every item, across the pool when the batch is big enough (by count, or by
+/// `bytes` in all, so a few long documents still use every thread), in order.
+pub fn map_batch<T, R, E>(
+    items: &[T],
+    bytes: impl Fn(&T) -> usize,
+    f: impl Fn(&T) -> Result<R, E> + Sync + Send,
+) -> Result<Vec<R>, E>
+where
+    T: Sync,
+    R: Send,
+    E: Send,
+{
+    use rayon::prelude::*;
+    let big = items.len() >= MIN_ITEMS
+        || (items.len() >= 2 && items.iter().map(&bytes).sum::<usize>() >= MIN_BYTES);
+    if big && num_threads() > 1 {
+        // Few items: one task each, so uneven documents balance across threads.
+        let max_len = if items.len() < 64 { 1 } else { usize::MAX };
+        install(|| items.par_iter().with_max_len(max_len).map(&f).collect())
+    } else {
+        items.iter().map(f).collect()
+    }
+}

@@ -16,7 +16,6 @@ use crate::pre_tokenizers::PreTokenizer;
 use crate::processors::PostProcessor;
 use crate::sentencepiece::{SentencePiece, SpmOptions};
 use crate::text::{ByteToCharOffsets, PreTokenizedString};
-use rayon::prelude::*;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -50,8 +49,14 @@ pub(crate) struct Core {
     json: Value,
 }
 
-/// Below this many inputs a batch is encoded on the calling thread.
-const PARALLEL_MIN_BATCH: usize = 8;
+/// Bytes of text in one batch input, to decide whether the batch is worth the pool.
+fn input_bytes((a, b): &(InputSequence<'_>, Option<InputSequence<'_>>)) -> usize {
+    let len = |s: &InputSequence<'_>| match s {
+        InputSequence::Raw(t) => t.len(),
+        InputSequence::PreTokenized(w) => w.iter().map(|x| x.len()).sum(),
+    };
+    len(a) + b.as_ref().map_or(0, len)
+}
 
 impl Tokenizer {
     /// Load a tokenizer.json document.
@@ -180,11 +185,7 @@ impl Tokenizer {
         let one = |(a, b): &(InputSequence<'_>, Option<InputSequence<'_>>)| {
             self.encode(a.clone(), b.clone(), add_special_tokens)
         };
-        let mut encodings: Vec<Encoding> = if inputs.len() >= PARALLEL_MIN_BATCH {
-            crate::parallel::install(|| inputs.par_iter().map(one).collect::<Result<Vec<_>>>())?
-        } else {
-            inputs.iter().map(one).collect::<Result<Vec<_>>>()?
-        };
+        let mut encodings = crate::parallel::map_batch(inputs, input_bytes, one)?;
         if let Some(p) = &self.padding {
             crate::encoding::pad_encodings(&mut encodings, p)?;
         }
@@ -236,11 +237,7 @@ impl Tokenizer {
             let mut v = Vec::new();
             self.encode_ids(t, add_special_tokens, &mut v).map(|_| v)
         };
-        if texts.len() >= PARALLEL_MIN_BATCH {
-            crate::parallel::install(|| texts.par_iter().map(one).collect())
-        } else {
-            texts.iter().map(one).collect()
-        }
+        crate::parallel::map_batch(texts, |t| t.len(), one)
     }
 
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
@@ -253,11 +250,7 @@ impl Tokenizer {
         skip_special_tokens: bool,
     ) -> Result<Vec<String>> {
         let one = |ids: &Vec<u32>| self.decode(ids, skip_special_tokens);
-        if batch.len() >= PARALLEL_MIN_BATCH {
-            crate::parallel::install(|| batch.par_iter().map(one).collect())
-        } else {
-            batch.iter().map(one).collect()
-        }
+        crate::parallel::map_batch(batch, |ids| ids.len() * 4, one)
     }
 
     pub fn token_to_id(&self, token: &str) -> Option<u32> {

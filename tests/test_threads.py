@@ -175,3 +175,44 @@ def test_batch_after_fork():
     )
     assert r.returncode == 0, (r.returncode, r.stderr.decode()[-2000:])
     assert b"fork-ok" in r.stdout
+
+
+SP_FORK_SCRIPT = textwrap.dedent(
+    """
+    import os, sys
+    import piecework
+
+    sp = piecework.SentencePieceProcessor(model_file=sys.argv[1])
+    texts = ["hello world number %d, with some more words" % i for i in range(3000)]
+    docs = [" ".join(texts[i::4]) for i in range(4)]  # few long texts: split by size
+    parent = sp.encode(texts), sp.encode(docs), sp.encode(docs, out_type=str)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            child = sp.encode(texts), sp.encode(docs), sp.encode(docs, out_type=str)
+            ok = child == parent and sp.decode(child[1]) == sp.decode(parent[1])
+            os._exit(0 if ok else 3)
+        except BaseException:
+            os._exit(4)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(code)
+    print("fork-ok")
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no os.fork on this platform")
+def test_sentencepiece_batch_after_fork():
+    from oracle import data_path
+
+    model = data_path("xlnet-base-cased", "spiece.model")
+    r = subprocess.run(
+        [sys.executable, "-c", SP_FORK_SCRIPT, str(model)],
+        capture_output=True,
+        timeout=180,
+        check=False,
+    )
+    assert r.returncode == 0, (r.returncode, r.stderr.decode()[-2000:])
+    assert b"fork-ok" in r.stdout

@@ -4,13 +4,13 @@
 
 use super::to_py_err;
 use crate::error::Error;
+use crate::parallel::map_batch;
 use crate::sentencepiece::vocab::PieceType;
 use crate::sentencepiece::{ModelType, SentencePiece, SpToken, SpmOptions};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 use pyo3::IntoPyObjectExt;
-use rayon::prelude::*;
 
 #[pyclass(module = "piecework._core", name = "_SentencePiece", frozen)]
 pub struct PySentencePiece {
@@ -220,13 +220,8 @@ impl PySentencePiece {
         reverse: bool,
     ) -> PyResult<Vec<Vec<u32>>> {
         let ex = self.extra(add_bos, add_eos, reverse, false)?;
-        py.detach(|| {
-            texts
-                .par_iter()
-                .map(|t| self.ids_one(t, ex))
-                .collect::<Result<Vec<_>, Error>>()
-        })
-        .map_err(to_py_err)
+        py.detach(|| map_batch(&texts, |t| t.len(), |t| self.ids_one(t, ex)))
+            .map_err(to_py_err)
     }
 
     #[pyo3(signature = (text, add_bos = false, add_eos = false, reverse = false, emit_unk_piece = false))]
@@ -254,13 +249,8 @@ impl PySentencePiece {
         emit_unk_piece: bool,
     ) -> PyResult<Vec<Vec<String>>> {
         let ex = self.extra(add_bos, add_eos, reverse, emit_unk_piece)?;
-        py.detach(|| {
-            texts
-                .par_iter()
-                .map(|t| self.pieces_one(t, ex))
-                .collect::<Result<Vec<_>, Error>>()
-        })
-        .map_err(to_py_err)
+        py.detach(|| map_batch(&texts, |t| t.len(), |t| self.pieces_one(t, ex)))
+            .map_err(to_py_err)
     }
 
     /// `(ids, pieces, byte offsets)` as in sentencepiece's serialized `SentencePieceText`.
@@ -295,10 +285,11 @@ impl PySentencePiece {
             .map(|ids| self.ids_from(ids))
             .collect::<PyResult<_>>()?;
         py.detach(|| {
-            batch
-                .par_iter()
-                .map(|ids| self.inner.decode_ids(ids))
-                .collect::<Result<Vec<_>, Error>>()
+            map_batch(
+                &batch,
+                |ids| ids.len() * 4,
+                |ids| self.inner.decode_ids(ids),
+            )
         })
         .map_err(to_py_err)
     }
@@ -317,13 +308,14 @@ impl PySentencePiece {
         batch: Vec<Vec<String>>,
     ) -> PyResult<Vec<String>> {
         py.detach(|| {
-            batch
-                .par_iter()
-                .map(|pieces| {
+            map_batch(
+                &batch,
+                |p| p.iter().map(String::len).sum(),
+                |pieces| {
                     let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
                     self.inner.decode_pieces(&refs)
-                })
-                .collect::<Result<Vec<_>, Error>>()
+                },
+            )
         })
         .map_err(to_py_err)
     }

@@ -13,12 +13,8 @@ use crate::tokenizer::{InputSequence, Tokenizer};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
-use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
-
-/// Batch work runs in the crate's fork-safe pool.
-pub(crate) use crate::parallel::install as run_in_pool;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTokenizer>()?;
@@ -313,7 +309,7 @@ impl PyTokenizer {
                     .iter()
                     .map(|(a, b)| (a.as_input(), b.as_ref().map(|b| b.as_input())))
                     .collect();
-                run_in_pool(|| tok.encode_batch(&inputs, add_special_tokens))
+                tok.encode_batch(&inputs, add_special_tokens)
             })
             .map_err(to_py_err)?;
         Ok(encodings
@@ -398,15 +394,8 @@ impl PyTokenizer {
         skip_special_tokens: bool,
     ) -> PyResult<Vec<String>> {
         let tok = self.snapshot();
-        py.detach(|| {
-            run_in_pool(|| {
-                sequences
-                    .par_iter()
-                    .map(|ids| tok.decode(ids, skip_special_tokens))
-                    .collect::<crate::Result<Vec<String>>>()
-            })
-        })
-        .map_err(to_py_err)
+        py.detach(|| tok.decode_batch(&sequences, skip_special_tokens))
+            .map_err(to_py_err)
     }
 
     fn token_to_id(&self, token: &str) -> Option<u32> {
