@@ -23,6 +23,94 @@ pub(crate) enum FastPath {
         add_prefix_space: bool,
         use_regex: bool,
     },
+    /// Spaces become `▁` and a `▁` is prepended, then the model sees each piece between added
+    /// tokens whole: the Llama normalizer `Sequence[Prepend("▁"), Replace(" ", "▁")]` with no
+    /// pre-tokenizer, or no normalizer and `Metaspace(split: false)` (Mistral). For ids, the
+    /// escaped piece is built in a scratch buffer with no alignment kept.
+    Meta { prepend: MetaPrepend },
+}
+
+/// When the `Meta` path prepends `▁` to a piece.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MetaPrepend {
+    /// The Prepend normalizer: to every non-empty piece.
+    Always,
+    /// Metaspace "always": unless the piece already starts with `▁` (or a space).
+    Unless,
+    /// Metaspace "first": as `Unless`, and only for the piece at the start of the input.
+    FirstUnless,
+    /// Metaspace "never".
+    Never,
+}
+
+impl MetaPrepend {
+    /// Whether the piece starting at byte `start` of the input gets a `▁` in front.
+    pub(crate) fn applies(self, piece: &str, start: usize) -> bool {
+        let escaped = piece.starts_with([' ', '\u{2581}']);
+        match self {
+            MetaPrepend::Always => !piece.is_empty(),
+            MetaPrepend::Unless => !escaped,
+            MetaPrepend::FirstUnless => start == 0 && !escaped,
+            MetaPrepend::Never => false,
+        }
+    }
+}
+
+/// The `Meta` path's configuration, if the document has one of its two shapes.
+fn detect_meta(norm: &Value, pre: &Value) -> Option<FastPath> {
+    let is_prepend = |v: &Value| {
+        v.get("type").and_then(Value::as_str) == Some("Prepend")
+            && v.get("prepend").and_then(Value::as_str) == Some("\u{2581}")
+    };
+    let is_replace = |v: &Value| {
+        v.get("type").and_then(Value::as_str) == Some("Replace")
+            && v.get("pattern")
+                .and_then(|p| p.get("String"))
+                .and_then(Value::as_str)
+                == Some(" ")
+            && v.get("content").and_then(Value::as_str) == Some("\u{2581}")
+    };
+    if pre.is_null() && norm.get("type").and_then(Value::as_str) == Some("Sequence") {
+        let list = norm.get("normalizers")?.as_array()?;
+        return match list.as_slice() {
+            [a, b] if (is_prepend(a) && is_replace(b)) || (is_replace(a) && is_prepend(b)) => {
+                Some(FastPath::Meta {
+                    prepend: MetaPrepend::Always,
+                })
+            }
+            _ => None,
+        };
+    }
+    if !norm.is_null()
+        || pre.get("type").and_then(Value::as_str) != Some("Metaspace")
+        || pre.get("replacement").and_then(Value::as_str) != Some("\u{2581}")
+        || pre.get("split").and_then(Value::as_bool) != Some(false)
+        || pre.get("add_prefix_space").is_some()
+    {
+        return None;
+    }
+    let prepend = match pre.get("prepend_scheme").map(Value::as_str) {
+        None | Some(Some("always")) => MetaPrepend::Unless,
+        Some(Some("first")) => MetaPrepend::FirstUnless,
+        Some(Some("never")) => MetaPrepend::Never,
+        _ => return None,
+    };
+    Some(FastPath::Meta { prepend })
+}
+
+/// The `▁`-escaped form of `piece` (spaces replaced, `▁` prepended when asked), into `buf`.
+pub(crate) fn meta_escape(piece: &str, prepend: bool, buf: &mut String) {
+    buf.clear();
+    if prepend {
+        buf.push('\u{2581}');
+    }
+    let mut rest = piece;
+    while let Some(i) = rest.find(' ') {
+        buf.push_str(&rest[..i]);
+        buf.push('\u{2581}');
+        rest = &rest[i + 1..];
+    }
+    buf.push_str(rest);
 }
 
 impl FastPath {
@@ -30,6 +118,9 @@ impl FastPath {
     pub(crate) fn detect(json: &Value) -> Option<FastPath> {
         let norm = json.get("normalizer")?;
         let pre = json.get("pre_tokenizer")?;
+        if let Some(meta) = detect_meta(norm, pre) {
+            return Some(meta);
+        }
         if norm.is_null() && pre.get("type")?.as_str()? == "ByteLevel" {
             // The reader already refused a ByteLevel without its fields.
             return Some(FastPath::ByteLevel {

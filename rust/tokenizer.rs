@@ -606,7 +606,24 @@ impl Core {
             }
             return Ok(());
         }
-        if let Some(fp) = self.fast() {
+        if let (Some(FastPath::Meta { prepend }), ModelWrapper::Bpe(bpe)) =
+            (self.fast(), &self.model)
+        {
+            if bpe.has_meta_words() {
+                let mut buf = String::new();
+                for (id, (s, e)) in self.segments(text) {
+                    if let Some(id) = id {
+                        out.push(id);
+                        continue;
+                    }
+                    let piece = &text[s..e];
+                    crate::fast::meta_escape(piece, prepend.applies(piece, s), &mut buf);
+                    bpe.meta_text_ids(&buf, out)?;
+                }
+                return Ok(());
+            }
+        }
+        if let Some(fp) = self.fast().filter(|f| matches!(f, FastPath::Bert { .. })) {
             let model = self.model.as_model();
             let mut word = String::new();
             let mut toks: Vec<Token> = Vec::new();
@@ -883,5 +900,105 @@ mod tests {
                 assert_eq!(x, y, "text {t:?}");
             }
         }
+    }
+
+    /// A Llama-like BPE document: characters, a few merges around `▁`, byte fallback for some
+    /// bytes, fused unknowns, added tokens; `shape` picks the normalizer / pre-tokenizer.
+    fn meta_json(shape: &str, extra_merge: Option<(&str, &str)>) -> String {
+        let mut vocab = serde_json::Map::new();
+        for t in ["<unk>", "<s>", "▁", "a", "b", "c", "é", "!", "\t"] {
+            let n = vocab.len();
+            vocab.insert(t.to_string(), Value::from(n));
+        }
+        for b in [0xC3u8, 0xA9, 0xE4, 0xB8, 0xAD, 0x0A] {
+            let n = vocab.len();
+            vocab.insert(format!("<0x{b:02X}>"), Value::from(n));
+        }
+        let mut merges = vec![
+            ("▁", "a"),
+            ("a", "b"),
+            ("▁a", "b"),
+            ("▁", "▁"),
+            ("▁▁", "▁"),
+            ("b", "!"),
+        ];
+        merges.extend(extra_merge);
+        for (a, b) in &merges {
+            let n = vocab.len();
+            vocab.entry(format!("{a}{b}")).or_insert(Value::from(n));
+        }
+        let (norm, pre) = match shape {
+            "llama" => (
+                serde_json::json!({"type": "Sequence", "normalizers": [
+                    {"type": "Prepend", "prepend": "▁"},
+                    {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}),
+                Value::Null,
+            ),
+            scheme => (
+                Value::Null,
+                serde_json::json!({"type": "Metaspace", "replacement": "▁",
+                    "prepend_scheme": scheme, "split": false}),
+            ),
+        };
+        let n = vocab.len();
+        serde_json::json!({
+            "version": "1.0",
+            "added_tokens": [
+                {"id": n, "content": "[CLS]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+                {"id": n + 1, "content": "[MASK]", "single_word": false, "lstrip": true, "rstrip": false, "normalized": false, "special": true}
+            ],
+            "normalizer": norm,
+            "pre_tokenizer": pre,
+            "model": {"type": "BPE", "vocab": vocab, "unk_token": "<unk>", "fuse_unk": true,
+                      "byte_fallback": true,
+                      "merges": merges.iter().map(|(a, b)| format!("{a} {b}")).collect::<Vec<_>>()}
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn meta_fast_ids_equal_general_pipeline() {
+        for shape in ["llama", "always", "first", "never"] {
+            let json = meta_json(shape, None);
+            let fast = Tokenizer::from_json_str(&json).unwrap();
+            let mut slow = Tokenizer::from_json_str(&json).unwrap();
+            match (Arc::get_mut(&mut slow.core), &fast.core.as_ref()) {
+                (Some(Backend::Json(c)), Backend::Json(f)) => {
+                    assert!(matches!(c.fast, Some(FastPath::Meta { .. })), "{shape}");
+                    assert!(
+                        matches!(&f.model, ModelWrapper::Bpe(b) if b.has_meta_words()),
+                        "{shape}"
+                    );
+                    c.fast = None;
+                }
+                _ => panic!("expected a tokenizer.json backend"),
+            }
+            for t in texts(3000) {
+                let t = t.replace('x', "ab").replace('X', "▁");
+                let (mut x, mut y) = (Vec::new(), Vec::new());
+                fast.encode_ids(&t, false, &mut x).unwrap();
+                slow.encode_ids(&t, false, &mut y).unwrap();
+                assert_eq!(x, y, "{shape}: text {t:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn meta_words_refused_when_a_merge_crosses_a_word_start() {
+        let json = meta_json("llama", Some(("b!", "▁")));
+        let tok = Tokenizer::from_json_str(&json).unwrap();
+        match tok.core.as_ref() {
+            Backend::Json(c) => {
+                assert!(matches!(&c.model, ModelWrapper::Bpe(b) if !b.has_meta_words()))
+            }
+            _ => panic!("expected a tokenizer.json backend"),
+        }
+        // Still exact through the general path: "b!▁" merges across the word start.
+        let mut ids = Vec::new();
+        tok.encode_ids("b! c", false, &mut ids).unwrap();
+        let Some(id) = tok.token_to_id("b!▁") else {
+            panic!("merged token missing");
+        };
+        assert!(ids.contains(&id), "{ids:?}");
     }
 }

@@ -133,9 +133,15 @@ pub struct Bpe {
     /// are in the vocabulary and no decoration applies: the ByteLevel ids path then merges raw
     /// bytes directly.
     byte_level_syms: Option<Box<[u32; 256]>>,
+    /// Whether no merge joins a symbol ending in another character with one starting with
+    /// `▁`, and `▁` is in the vocabulary (see `has_meta_words`).
+    meta_words: bool,
     /// Identity of this model in the per-thread id caches.
     uid: u64,
 }
+
+/// SentencePiece's whitespace mark.
+const META: char = '\u{2581}';
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
@@ -348,12 +354,18 @@ impl Bpe {
         for (b, slot) in byte_ids.iter_mut().enumerate() {
             *slot = vocab.get(&format!("<0x{b:02X}>")).copied();
         }
-        let mut syms = Box::new([0u32; 256]);
-        let mut all_bytes = continuing_subword_prefix
+        let undecorated = continuing_subword_prefix
             .as_deref()
             .unwrap_or("")
             .is_empty()
             && end_of_word_suffix.as_deref().unwrap_or("").is_empty();
+        let meta_words = undecorated
+            && vocab.contains_key("\u{2581}")
+            && !merge_list
+                .iter()
+                .any(|(a, b)| !a.ends_with(META) && b.starts_with(META));
+        let mut syms = Box::new([0u32; 256]);
+        let mut all_bytes = undecorated;
         for (b, slot) in syms.iter_mut().enumerate() {
             let c = crate::byte_level::byte_to_char(b as u8);
             match vocab.get(c.encode_utf8(&mut [0; 4]) as &str) {
@@ -376,6 +388,7 @@ impl Bpe {
             byte_ids,
             cache: Some(Cache::new()),
             byte_level_syms: all_bytes.then_some(syms),
+            meta_words,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
         })
     }
@@ -502,20 +515,71 @@ impl Bpe {
                 "BPE: byte-level ids path used without its table",
             ));
         };
-        if raw.is_empty() {
+        self.cached_ids(raw, out, |word, _, out| {
+            for &b in raw {
+                word.push(syms[b as usize], 1);
+            }
+            word.merge_all(|a, b| self.lookup(a, b), None::<fn() -> bool>, |_, _, _| {});
+            out.extend(word.iter().map(|(id, _, _)| id));
+            Ok(())
+        })
+    }
+
+    /// Whether `meta_text_ids` applies: the text may be cut before every `▁` that follows
+    /// another character, because no merge joins a symbol ending in another character with
+    /// one starting with `▁` (symbols only grow by merges, so no symbol ever spans such a
+    /// cut), `▁` is a known symbol (so no unknown run or byte fallback spans it), and nothing
+    /// looks at the whole piece (ignore_merges, decorations, dropout).
+    pub(crate) fn has_meta_words(&self) -> bool {
+        self.meta_words && matches!(self.dropout, None | Some(0.0)) && !self.ignore_merges
+    }
+
+    /// Ids of a `▁`-escaped piece, equal to `tokenize(text)` (the caller checked
+    /// `has_meta_words`): word by word, through the per-thread cache.
+    pub(crate) fn meta_text_ids(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        let mut start = 0;
+        let mut prev_meta = true;
+        for (i, c) in text.char_indices() {
+            let meta = c == META;
+            if meta && !prev_meta {
+                self.meta_word_ids(&text[start..i], out)?;
+                start = i;
+            }
+            prev_meta = meta;
+        }
+        self.meta_word_ids(&text[start..], out)
+    }
+
+    fn meta_word_ids(&self, w: &str, out: &mut Vec<u32>) -> Result<()> {
+        self.cached_ids(w.as_bytes(), out, |word, buf, out| {
+            self.merge_word(w, word, buf, false)?;
+            out.extend(word.iter().map(|(id, _, _)| id));
+            Ok(())
+        })
+    }
+
+    /// The ids of `key` from this thread's cache, or computed by `merge` (given cleared
+    /// scratch space) and remembered.
+    fn cached_ids(
+        &self,
+        key: &[u8],
+        out: &mut Vec<u32>,
+        merge: impl Fn(&mut Word, &mut String, &mut Vec<u32>) -> Result<()>,
+    ) -> Result<()> {
+        if key.is_empty() {
             return Ok(());
         }
-        if u32::try_from(raw.len()).is_err() {
+        if u32::try_from(key.len()).is_err() {
             return Err(Error::invalid("BPE: word longer than 4 GiB"));
         }
-        let cacheable = raw.len() <= ids_cache::MAX_WORD;
+        let cacheable = key.len() <= ids_cache::MAX_WORD;
         if cacheable {
             let hit = IDS_CACHES.try_with(|c| {
                 c.try_borrow().is_ok_and(|caches| {
                     caches
                         .iter()
                         .find(|x| x.0 == self.uid)
-                        .is_some_and(|x| x.1.get(raw, out))
+                        .is_some_and(|x| x.1.get(key, out))
                 })
             });
             if hit == Ok(true) {
@@ -523,24 +587,22 @@ impl Bpe {
             }
         }
         let start = out.len();
-        let merge = |word: &mut Word, out: &mut Vec<u32>| {
+        let run = |word: &mut Word, buf: &mut String, out: &mut Vec<u32>| {
             word.clear();
-            for &b in raw {
-                word.push(syms[b as usize], 1);
-            }
-            word.merge_all(|a, b| self.lookup(a, b), None::<fn() -> bool>, |_, _, _| {});
-            out.extend(word.iter().map(|(id, _, _)| id));
+            let r = merge(word, buf, out);
             word.trim();
+            r
         };
         let done = SCRATCH.try_with(|cell| match cell.try_borrow_mut() {
             Ok(mut sc) => {
-                merge(&mut sc.0, out);
-                true
+                let (w, b) = &mut *sc;
+                Some(run(w, b, out))
             }
-            Err(_) => false,
+            Err(_) => None,
         });
-        if done != Ok(true) {
-            merge(&mut Word::default(), out);
+        match done {
+            Ok(Some(r)) => r?,
+            _ => run(&mut Word::default(), &mut String::new(), out)?,
         }
         if cacheable {
             let ids = &out[start..];
@@ -555,7 +617,7 @@ impl Bpe {
                     caches.push((self.uid, ids_cache::IdsTable::default()));
                 }
                 if let Some(x) = caches.iter_mut().find(|x| x.0 == self.uid) {
-                    x.1.insert(raw, ids);
+                    x.1.insert(key, ids);
                 }
             });
         }
