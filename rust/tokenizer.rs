@@ -199,9 +199,18 @@ impl Tokenizer {
         add_special_tokens: bool,
         out: &mut Vec<u32>,
     ) -> Result<()> {
-        let processor = self.core.post_processor().filter(|_| add_special_tokens);
-        if self.truncation.is_none() && processor.is_none() {
-            return self.core.ids_of_text(text, out);
+        // Even without special tokens a template may repeat a sequence, so it still runs.
+        let processor = self.core.post_processor();
+        if self.truncation.is_none() {
+            let Some(p) = processor else {
+                return self.core.ids_of_text(text, out);
+            };
+            let mut ids = Vec::new();
+            self.core.ids_of_text(text, &mut ids)?;
+            if let Some(ids) = p.single_ids(ids, add_special_tokens) {
+                out.extend(ids);
+                return Ok(());
+            }
         }
         // Truncation and the post-processor only move ids around; give them an encoding whose
         // other fields are cheap placeholders (empty strings do not allocate).

@@ -199,6 +199,14 @@ def test_processor_matches(name: str, pre_tokenizer: bool, data: st.DataObject) 
     theirs = outcome(ref.encode, a, b, add_special_tokens=add)
     mine = outcome(ours.encode, a, b, add_special_tokens=add)
     assert mine == theirs
+    if b is None:
+        # The ids-only path applies the processor to ids alone; same ids, same refusals.
+        try:
+            ids = ours.encode_ids(a, add_special_tokens=add)
+        except piecework.TokenizerError:
+            assert theirs[0] == "error"
+        else:
+            assert theirs[0] == "ok" and ids == theirs[1]["ids"]
 
 
 @pytest.mark.parametrize("name", [n for n in PROCESSORS if n != "none"])

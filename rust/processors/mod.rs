@@ -22,6 +22,11 @@ pub trait PostProcessor: Send + Sync {
         pair: Option<Encoding>,
         add_special_tokens: bool,
     ) -> Result<Encoding>;
+    /// The ids `process` gives one sequence, from the ids alone; `None` when only the full
+    /// path can tell (it then also raises any error).
+    fn single_ids(&self, _ids: Vec<u32>, _add_special_tokens: bool) -> Option<Vec<u32>> {
+        None
+    }
 }
 
 /// What the reference does when there is no post-processor: a single input is returned as it
@@ -241,6 +246,40 @@ impl Processor {
 impl PostProcessor for Processor {
     fn added_tokens(&self, is_pair: bool) -> usize {
         Processor::added_tokens(self, is_pair)
+    }
+
+    fn single_ids(&self, ids: Vec<u32>, add_special_tokens: bool) -> Option<Vec<u32>> {
+        let wrap = |cls: &SpecialPair, sep: &SpecialPair, ids: Vec<u32>| {
+            let mut out = Vec::with_capacity(ids.len() + 2);
+            out.push(cls.id);
+            out.extend(ids);
+            out.push(sep.id);
+            out
+        };
+        match self {
+            // A template still repeats its sequences without special tokens.
+            Processor::Bert(_) | Processor::Roberta(_) if !add_special_tokens => Some(ids),
+            Processor::Bert(b) => Some(wrap(&b.cls, &b.sep, ids)),
+            Processor::Roberta(r) => Some(wrap(&r.cls, &r.sep, ids)),
+            Processor::ByteLevel(_) => Some(ids),
+            Processor::Template(t) => {
+                let mut out = Vec::with_capacity(ids.len() + t.added_tokens(false));
+                for piece in &t.single {
+                    match piece {
+                        template::Piece::Sequence { seq: 0, .. } => out.extend_from_slice(&ids),
+                        template::Piece::Sequence { .. } => return None,
+                        template::Piece::Special { .. } if !add_special_tokens => {}
+                        template::Piece::Special { id, .. } => {
+                            out.extend_from_slice(&t.special_tokens.get(id)?.ids)
+                        }
+                    }
+                }
+                Some(out)
+            }
+            Processor::Sequence(list) => list.iter().try_fold(ids, |ids, p| {
+                PostProcessor::single_ids(p, ids, add_special_tokens)
+            }),
+        }
     }
 
     fn process(
