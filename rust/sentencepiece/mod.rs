@@ -71,6 +71,8 @@ pub struct SentencePiece {
     normalizer: SpNormalizer,
     denormalizer: Option<SpNormalizer>,
     segmenter: Box<dyn Segmenter>,
+    /// Each piece's type, packed (read once per token on the hot path).
+    kinds: Vec<PieceType>,
     unk_id: u32,
     /// The id of `<0xXX>` for every byte, when byte fallback is on.
     byte_ids: Option<Box<[u32; 256]>>,
@@ -268,12 +270,14 @@ impl SentencePiece {
                 user_defined,
             }),
         };
+        let kinds = data.pieces.iter().map(|p| p.kind).collect();
         Ok(SentencePiece {
             data,
             lookup,
             normalizer,
             denormalizer,
             segmenter,
+            kinds,
             unk_id,
             byte_ids,
             original: None,
@@ -336,13 +340,9 @@ impl SentencePiece {
             let kind = if p.id == unigram::NO_UNK {
                 PieceType::Unknown
             } else {
-                self.data
-                    .pieces
-                    .get(p.id as usize)
-                    .map(|e| e.kind)
-                    .ok_or_else(|| {
-                        Error::invalid(format!("segmenter returned id {} out of range", p.id))
-                    })?
+                self.kinds.get(p.id as usize).copied().ok_or_else(|| {
+                    Error::invalid(format!("segmenter returned id {} out of range", p.id))
+                })?
             };
             if p.start > p.end || p.end > nlen {
                 return Err(Error::invalid("segmenter returned a span outside the text"));
