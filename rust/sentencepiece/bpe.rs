@@ -122,68 +122,127 @@ enum Cut {
 }
 
 /// Spans longer than this (in bytes) are merged without the cache.
-const CACHE_MAX_SPAN: usize = 128;
+const CACHE_MAX_SPAN: usize = 24;
+/// Spans with more pieces than this are not cached.
+const CACHE_MAX_RUNS: usize = 6;
 const CACHE_SHARDS: usize = 16;
-/// A shard that reaches this many spans is emptied (bounded memory, adapts to new text).
-const CACHE_PER_SHARD: usize = 8192;
+/// Slots per shard (a power of two): 16 × 4096 × 64 bytes = 4 MiB in all.
+const CACHE_SLOTS: usize = 4096;
 
-/// Merged spans: text → (output id, byte length) runs, before unknown fusion and byte
-/// fallback. Sharded, and `try_lock` only: a thread that finds a shard busy recomputes
-/// instead of waiting, so threads never serialize (and a lock held across `fork` only turns
-/// that shard off in the child).
+/// One cached span in one cache line: its text and its (output id, byte length) runs, before
+/// unknown fusion and byte fallback. `tag == 0` marks an empty slot.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Slot {
+    tag: u32,
+    key_len: u8,
+    n: u8,
+    lens: [u8; CACHE_MAX_RUNS],
+    ids: [u32; CACHE_MAX_RUNS],
+    key: [u8; CACHE_MAX_SPAN],
+}
+
+const EMPTY_SLOT: Slot = Slot {
+    tag: 0,
+    key_len: 0,
+    n: 0,
+    lens: [0; CACHE_MAX_RUNS],
+    ids: [0; CACHE_MAX_RUNS],
+    key: [0; CACHE_MAX_SPAN],
+};
+
+/// A shard on its own cache line, so two threads using two shards do not share a line.
+#[repr(align(64))]
+struct Shard(Mutex<Box<[Slot]>>);
+
+/// Merged spans: a direct-mapped table (a new span replaces the one in its slot, so memory is
+/// bounded and no eviction pass is needed). Sharded, and `try_lock` only: a thread that finds
+/// a shard busy recomputes instead of waiting, so threads never serialize (and a lock held
+/// across `fork` only turns that shard off in the child). A hit compares the whole key, so
+/// it is exact whatever the hash does.
 struct SpanCache {
-    shards: Vec<Mutex<AHashMap<Box<str>, Box<[(u32, u32)]>>>>,
+    shards: Vec<Shard>,
+}
+
+/// The span zero-padded to the key width, and its hash.
+#[inline]
+fn span_key(span: &[u8]) -> Option<([u8; CACHE_MAX_SPAN], u64)> {
+    let mut key = [0u8; CACHE_MAX_SPAN];
+    key.get_mut(..span.len())?.copy_from_slice(span);
+    let mut h = span.len() as u64;
+    for c in key.chunks_exact(8) {
+        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        h = (h.rotate_left(23) ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    Some((key, h ^ (h >> 29)))
 }
 
 impl SpanCache {
     fn new() -> Self {
         SpanCache {
             shards: (0..CACHE_SHARDS)
-                .map(|_| Mutex::new(AHashMap::new()))
+                .map(|_| Shard(Mutex::new(vec![EMPTY_SLOT; CACHE_SLOTS].into_boxed_slice())))
                 .collect(),
         }
     }
 
-    fn shard(&self, span: &str) -> Option<&Mutex<AHashMap<Box<str>, Box<[(u32, u32)]>>>> {
-        // A cheap spread over the end of the span (its start is often the same ▁).
-        let b = span.as_bytes();
-        let n = b.len();
-        let h = n
-            ^ b.last().map_or(0, |&x| x as usize)
-            ^ (b.get(n.wrapping_sub(2)).map_or(0, |&x| x as usize) << 1)
-            ^ (b.get(3).map_or(0, |&x| x as usize) << 2);
-        self.shards.get(h % CACHE_SHARDS)
+    #[inline]
+    fn locate(&self, h: u64) -> (Option<&Shard>, usize, u32) {
+        let shard = self.shards.get((h >> 58) as usize % CACHE_SHARDS);
+        let idx = (h as usize) & (CACHE_SLOTS - 1);
+        (shard, idx, ((h >> 26) as u32) | 1)
     }
 
     /// Append the cached runs of `span` (starting at byte `base`) to `out`; false on a miss.
     fn get(&self, span: &str, base: usize, out: &mut Vec<(u32, usize, usize)>) -> bool {
-        let Some(Ok(map)) = self.shard(span).map(Mutex::try_lock) else {
+        let Some((key, h)) = span_key(span.as_bytes()) else {
             return false;
         };
-        let Some(runs) = map.get(span) else {
+        let (shard, idx, tag) = self.locate(h);
+        let Some(Ok(slots)) = shard.map(|s| s.0.try_lock()) else {
             return false;
         };
+        let Some(slot) = slots.get(idx) else {
+            return false;
+        };
+        if slot.tag != tag || slot.key_len as usize != span.len() || slot.key != key {
+            return false;
+        }
         let mut pos = base;
-        for &(id, len) in runs.iter() {
+        for (&id, &len) in slot.ids.iter().zip(&slot.lens).take(slot.n as usize) {
             out.push((id, pos, pos + len as usize));
             pos += len as usize;
         }
         true
     }
 
-    fn set(&self, span: &str, base: usize, runs: &[(u32, usize, usize)]) {
-        let Some(Ok(mut map)) = self.shard(span).map(Mutex::try_lock) else {
+    fn set(&self, span: &str, runs: &[(u32, usize, usize)]) {
+        if runs.len() > CACHE_MAX_RUNS {
+            return;
+        }
+        let Some((key, h)) = span_key(span.as_bytes()) else {
             return;
         };
-        if map.len() >= CACHE_PER_SHARD {
-            map.clear();
+        let mut slot = Slot {
+            tag: 0,
+            key_len: span.len() as u8,
+            n: runs.len() as u8,
+            key,
+            ..EMPTY_SLOT
+        };
+        for ((dst_id, dst_len), &(id, s, e)) in slot.ids.iter_mut().zip(&mut slot.lens).zip(runs) {
+            *dst_id = id;
+            // A run lies inside a span of at most CACHE_MAX_SPAN bytes.
+            *dst_len = e.saturating_sub(s) as u8;
         }
-        let v: Box<[(u32, u32)]> = runs
-            .iter()
-            .map(|&(id, s, e)| (id, (e.saturating_sub(s)) as u32))
-            .collect();
-        debug_assert_eq!(runs.first().map_or(base, |r| r.1), base);
-        map.insert(span.into(), v);
+        let (shard, idx, tag) = self.locate(h);
+        slot.tag = tag;
+        let Some(Ok(mut slots)) = shard.map(|s| s.0.try_lock()) else {
+            return;
+        };
+        if let Some(dst) = slots.get_mut(idx) {
+            *dst = slot;
+        }
     }
 }
 
@@ -448,7 +507,7 @@ impl SpBpe {
                         let from = sc.out_ids.len();
                         self.merge_span(span, start, sc);
                         if let Some(runs) = sc.out_ids.get(from..) {
-                            self.cache.set(span, start, runs);
+                            self.cache.set(span, runs);
                         }
                     }
                 } else {

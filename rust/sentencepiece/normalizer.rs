@@ -66,7 +66,8 @@ pub(crate) fn valid_char_len(s: &[u8]) -> Option<usize> {
 impl SpNormalizer {
     /// The normalization of the longest rule at the start of `input` and how many input bytes
     /// it consumes.
-    fn normalize_prefix<'a>(&'a self, bytes: &'a [u8]) -> Result<(&'a str, usize)> {
+    fn normalize_prefix<'a>(&'a self, input: &'a str, at: usize) -> Result<(&'a str, usize)> {
+        let bytes = input.as_bytes().get(at..).unwrap_or_default();
         if let Some(ud) = &self.user_defined {
             if let Some((len, _)) = ud.longest_prefix(bytes) {
                 // A user-defined piece is UTF-8, so its match is too.
@@ -94,8 +95,8 @@ impl SpNormalizer {
                 return Ok((rep.1, rep.0));
             }
         }
-        let valid = valid_char_len(bytes).and_then(|n| Some((bytes.get(..n)?, n)));
-        match valid.and_then(|(c, n)| Some((std::str::from_utf8(c).ok()?, n))) {
+        // `at` is a character boundary whenever the character there is valid.
+        match valid_char_len(bytes).and_then(|n| Some((input.get(at..at + n)?, n))) {
             Some(r) => Ok(r),
             None => Ok((REPLACEMENT, 1)),
         }
@@ -119,7 +120,7 @@ impl SpNormalizer {
         let mut consumed = 0usize;
         if self.remove_extra_whitespaces {
             while !inp.is_empty() {
-                let (p, n) = self.normalize_prefix(inp)?;
+                let (p, n) = self.normalize_prefix(input, consumed)?;
                 if p != " " {
                     break;
                 }
@@ -154,8 +155,10 @@ impl SpNormalizer {
                     .position(|&b| b >= 0x80 || b == b' ')
                     .unwrap_or(inp.len());
                 if run > 0 {
-                    let (ascii, rest) = inp.split_at(run);
-                    out.push_str(std::str::from_utf8(ascii).unwrap_or_default());
+                    let rest = inp.get(run..).unwrap_or_default();
+                    // `consumed` is where `inp` starts in `input`; an ASCII run ends on a
+                    // character boundary.
+                    out.push_str(input.get(consumed..consumed + run).unwrap_or_default());
                     norm_to_orig.extend(consumed..consumed + run);
                     consumed += run;
                     inp = rest;
@@ -172,7 +175,7 @@ impl SpNormalizer {
                     continue;
                 }
             }
-            let (mut sp, n) = self.normalize_prefix(inp)?;
+            let (mut sp, n) = self.normalize_prefix(input, consumed)?;
             while is_prev_space {
                 match sp.strip_prefix(' ') {
                     Some(rest) => sp = rest,
