@@ -85,6 +85,8 @@ pub struct SpBpe {
     /// Lookup id of each single character that takes part in some merge: its piece id, or a
     /// "virtual" id `>= kinds.len()` for a character that is not itself a piece.
     char_ids: AHashMap<char, u32>,
+    /// `char_ids` for ASCII characters (DEAD when absent), without hashing.
+    ascii_ids: [u32; 128],
     /// For each virtual id, the id the character gets in the output (reserved piece or unk).
     virtual_out: Vec<u32>,
     /// (left, right) packed → (rank of the merged piece's score, merged piece id).
@@ -120,6 +122,9 @@ enum Cut {
     /// Cut after a ▁ that precedes a non-▁ character (treat_whitespace_as_suffix models).
     AfterSpace,
 }
+
+/// Words of at most this many symbols are merged by scanning (`Word::merge_small`).
+const SMALL_WORD: usize = 16;
 
 /// Spans longer than this (in bytes) are merged without the cache.
 const CACHE_MAX_SPAN: usize = 24;
@@ -341,6 +346,7 @@ impl SpBpe {
             byte_ids,
             user_defined,
             char_ids: AHashMap::new(),
+            ascii_ids: [DEAD; 128],
             virtual_out: Vec::new(),
             pairs: AHashMap::new(),
             has_unused: false,
@@ -421,6 +427,9 @@ impl SpBpe {
         } else {
             Cut::Never
         };
+        for (c, slot) in sb.ascii_ids.iter_mut().enumerate() {
+            *slot = char_ids.get(&(c as u8 as char)).copied().unwrap_or(DEAD);
+        }
         sb.pieces = normal;
         sb.char_ids = char_ids;
         sb.virtual_out = virtual_out;
@@ -587,6 +596,13 @@ impl SpBpe {
             };
             let (key, len) = match ud {
                 Some(len) => (DEAD, len),
+                None if bytes[i] < 0x80 => (
+                    self.ascii_ids
+                        .get(bytes[i] as usize)
+                        .copied()
+                        .unwrap_or(DEAD),
+                    1,
+                ),
                 None => {
                     let c = text[i..].chars().next().unwrap_or('\0');
                     (
@@ -599,7 +615,18 @@ impl SpBpe {
             i += len;
         }
         let lookup = |a: u32, b: u32| self.pairs.get(&pair_key(a, b)).copied();
-        if self.has_unused {
+        // Pieces are distinct strings, so `merge_small` gives `merge_all`'s result and
+        // queue order (see there).
+        if word.symbols.len() <= SMALL_WORD {
+            let rev = &mut sc.rev;
+            let kinds = &self.kinds;
+            let has_unused = self.has_unused;
+            word.merge_small(lookup, |new, l, r| {
+                if has_unused && kinds.get(new as usize) == Some(&PieceType::Unused) {
+                    rev.insert(new, (l, r));
+                }
+            });
+        } else if self.has_unused {
             let rev = &mut sc.rev;
             let kinds = &self.kinds;
             word.merge_all(lookup, None::<fn() -> bool>, |new, l, r| {

@@ -176,11 +176,8 @@ impl SpNormalizer {
                 }
             }
             let (mut sp, n) = self.normalize_prefix(input, consumed)?;
-            while is_prev_space {
-                match sp.strip_prefix(' ') {
-                    Some(rest) => sp = rest,
-                    None => break,
-                }
+            if is_prev_space {
+                sp = sp.trim_start_matches(' ');
             }
             if !sp.is_empty() {
                 for part in sp.split_inclusive(' ') {
