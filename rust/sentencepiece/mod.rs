@@ -103,7 +103,7 @@ fn piece_to_byte(piece: &str) -> Option<u8> {
 }
 
 fn make_normalizer(s: &NormalizerSettings, treat_ws_as_suffix: bool) -> Result<SpNormalizer> {
-    Ok(SpNormalizer {
+    let mut n = SpNormalizer {
         charsmap: CharsMap::parse(&s.precompiled_charsmap)
             .map_err(|e| e.context("normalizer_spec"))?,
         user_defined: None,
@@ -111,7 +111,10 @@ fn make_normalizer(s: &NormalizerSettings, treat_ws_as_suffix: bool) -> Result<S
         remove_extra_whitespaces: s.remove_extra_whitespaces,
         escape_whitespaces: s.escape_whitespaces,
         treat_whitespace_as_suffix: treat_ws_as_suffix,
-    })
+        ascii_plain: 0,
+    };
+    n.prepare();
+    Ok(n)
 }
 
 /// The score-ranked BPE segmenter (`bpe.rs`).
@@ -254,6 +257,7 @@ impl SentencePiece {
         };
         let mut normalizer = make_normalizer(&data.normalizer, data.treat_whitespace_as_suffix)?;
         normalizer.user_defined = user_defined.clone();
+        normalizer.prepare();
         let denormalizer = match &data.denormalizer {
             Some(d) => Some(make_normalizer(d, false).map_err(|e| e.context("denormalizer_spec"))?),
             None => None,

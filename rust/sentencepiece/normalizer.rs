@@ -21,6 +21,10 @@ pub struct SpNormalizer {
     pub remove_extra_whitespaces: bool,
     pub escape_whitespaces: bool,
     pub treat_whitespace_as_suffix: bool,
+    /// Bit `b` set: ASCII byte `b` is its own normalization (no charsmap rule and no
+    /// user-defined piece starts with it). Filled by `prepare`; 0 (the default) only turns
+    /// the fast path off.
+    pub(crate) ascii_plain: u128,
 }
 
 /// Length of the UTF-8 sequence a lead byte announces, as the reference's table gives it
@@ -102,6 +106,19 @@ impl SpNormalizer {
         }
     }
 
+    /// Compute `ascii_plain`; call again whenever `charsmap` or `user_defined` change.
+    pub fn prepare(&mut self) {
+        self.ascii_plain = 0;
+        if self.user_defined.is_some() {
+            return;
+        }
+        for b in 0..128u8 {
+            if !self.charsmap.may_start_with(b) {
+                self.ascii_plain |= 1u128 << b;
+            }
+        }
+    }
+
     /// Normalize `input` into `normalized`, filling `norm_to_orig` (original byte offset of the
     /// chunk each normalized byte came from, plus one final entry). Both are empty when the
     /// input normalizes to nothing.
@@ -143,16 +160,17 @@ impl SpNormalizer {
         if !self.treat_whitespace_as_suffix && self.add_dummy_prefix {
             add_ws(out, norm_to_orig, consumed);
         }
-        // Without user-defined pieces and charsmap rules every ASCII character is its own
-        // normalization (`normalize_prefix` would return it unchanged), so runs of them are
-        // copied at once; a space is handled exactly as the general loop below handles " ".
-        let ascii_identity = self.user_defined.is_none() && self.charsmap.is_empty();
+        // A plain ASCII character is its own normalization (`normalize_prefix` would return
+        // it unchanged), so runs of them are copied at once; a plain space is handled
+        // exactly as the general loop below handles " ".
+        let plain = self.ascii_plain;
+        let is_plain = |b: u8| b < 0x80 && (plain >> b) & 1 == 1;
         let mut is_prev_space = self.remove_extra_whitespaces;
         while !inp.is_empty() {
-            if ascii_identity {
+            if plain != 0 {
                 let run = inp
                     .iter()
-                    .position(|&b| b >= 0x80 || b == b' ')
+                    .position(|&b| b == b' ' || !is_plain(b))
                     .unwrap_or(inp.len());
                 if run > 0 {
                     let rest = inp.get(run..).unwrap_or_default();
@@ -165,7 +183,7 @@ impl SpNormalizer {
                     is_prev_space = false;
                     continue;
                 }
-                if inp.first() == Some(&b' ') {
+                if inp.first() == Some(&b' ') && is_plain(b' ') {
                     if !is_prev_space {
                         add_ws(out, norm_to_orig, consumed);
                     }
@@ -288,28 +306,70 @@ mod tests {
 
     #[test]
     fn ascii_fast_path_matches_general_path() {
-        // A user-defined piece that never occurs turns the ASCII fast path off without
-        // changing the result: both paths must agree on every setting.
-        let never = ByteTrie::build(vec![("\u{10FFFF}".as_bytes(), 1)]);
+        // `prepare` turns the ASCII fast path on; without it the general path runs. Both
+        // must agree on every setting.
         let alphabet: Vec<char> = "ab  \u{3000}é\t.".chars().collect();
         let mut x = 0x2545_F491_4F6C_DD1Du64;
         for flags in 0..16u32 {
-            let fast = SpNormalizer {
+            let general = SpNormalizer {
                 add_dummy_prefix: flags & 1 != 0,
                 remove_extra_whitespaces: flags & 2 != 0,
                 escape_whitespaces: flags & 4 != 0,
                 treat_whitespace_as_suffix: flags & 8 != 0,
                 ..Default::default()
             };
-            let general = SpNormalizer {
-                user_defined: Some(never.clone()),
-                ..fast.clone()
-            };
+            let mut fast = general.clone();
+            fast.prepare();
+            assert_eq!(fast.ascii_plain, u128::MAX);
             for _ in 0..500 {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
                 let len = (x % 12) as usize;
+                let text: String = (0..len)
+                    .map(|k| alphabet[((x >> (4 * k)) % alphabet.len() as u64) as usize])
+                    .collect();
+                assert_eq!(
+                    norm(&fast, &text),
+                    norm(&general, &text),
+                    "{text:?} {flags}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn ascii_fast_path_with_a_real_charsmap() {
+        // nmt_nfkc from a real model (skipped without the shared data): the fast path must
+        // agree with the general path on text mixing ASCII and characters NFKC changes.
+        let dir = std::env::var("PIECEWORK_DATA")
+            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data").into());
+        let path = format!("{dir}/bpemb-en/en.wiki.bpe.vs100000.model");
+        let Ok(bytes) = std::fs::read(&path) else {
+            eprintln!("skipped: {path} not found");
+            return;
+        };
+        let data = crate::formats::sentencepiece::parse_model(&bytes).unwrap();
+        let charsmap = CharsMap::parse(&data.normalizer.precompiled_charsmap).unwrap();
+        let alphabet: Vec<char> = "aZ0 ~Q\t\r\n\u{7f}\u{1}.ﬁ…　Ａ\u{a0}é".chars().collect();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for flags in 0..4u32 {
+            let general = SpNormalizer {
+                charsmap: charsmap.clone(),
+                add_dummy_prefix: flags & 1 != 0,
+                remove_extra_whitespaces: flags & 2 != 0,
+                escape_whitespaces: true,
+                ..Default::default()
+            };
+            let mut fast = general.clone();
+            fast.prepare();
+            // (NFKC has rules starting with most letters: combining sequences.)
+            assert!(fast.ascii_plain & (1 << b' ') != 0 && fast.ascii_plain & (1 << b'0') != 0);
+            for _ in 0..2000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let len = (x % 14) as usize;
                 let text: String = (0..len)
                     .map(|k| alphabet[((x >> (4 * k)) % alphabet.len() as u64) as usize])
                     .collect();
