@@ -93,6 +93,18 @@ impl CharsMap {
         }
     }
 
+    /// Whether some rule's key may start with byte `b` (the root has an edge for it).
+    pub fn may_start_with(&self, b: u8) -> bool {
+        let Some(&root) = self.units.first() else {
+            return false;
+        };
+        b != 0
+            && self
+                .units
+                .get(offset(root) ^ b as usize)
+                .is_some_and(|&u| label(u) == b as u32)
+    }
+
     /// The longest prefix of `key` with a rule: `(bytes matched, replacement)`.
     pub fn longest_match(&self, key: &[u8]) -> Option<(usize, &str)> {
         let mut best = None;

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::models::bpe::engine::Word;
 use ahash::AHashMap;
 use std::cell::RefCell;
+use std::sync::Mutex;
 
 /// Lookup id of a symbol that can never merge (frozen user-defined match, or a character that
 /// no piece starts or ends with).
@@ -84,11 +85,170 @@ pub struct SpBpe {
     /// Lookup id of each single character that takes part in some merge: its piece id, or a
     /// "virtual" id `>= kinds.len()` for a character that is not itself a piece.
     char_ids: AHashMap<char, u32>,
+    /// `char_ids` for ASCII characters (DEAD when absent), without hashing.
+    ascii_ids: [u32; 128],
     /// For each virtual id, the id the character gets in the output (reserved piece or unk).
     virtual_out: Vec<u32>,
     /// (left, right) packed → (rank of the merged piece's score, merged piece id).
     pairs: AHashMap<u64, (u32, u32)>,
     has_unused: bool,
+    /// Where the normalized string may be cut into independent spans (see `Cut`).
+    cut: Cut,
+    /// Merged spans, keyed by their text (only used when `cut` is not `Cut::Never`).
+    cache: SpanCache,
+}
+
+/// Where no merge and no user-defined match can ever cross, so that the string may be cut
+/// there and each span segmented on its own (and cached).
+///
+/// Why this is exact: the first merge that would cross a cut joins a symbol ending at the cut
+/// with one starting there, so its pair-table entry has a left part ending with the character
+/// before the cut and a right part starting with the one after it; a user-defined match across
+/// a cut contains both characters. The detector (`SpBpe::new`) allows a cut kind only when no
+/// pair-table entry and no user-defined piece has that shape, so whole-string merging never
+/// crosses a cut: every candidate, and hence the heap order restricted to a span, is the same
+/// as for the span alone (ties go leftmost, and positions keep their order). User-defined
+/// longest-prefix matching starting inside a span never reaches past it, so it matches the
+/// same. Unknown fusion and byte fallback run afterwards over the whole string, as before.
+/// UNUSED resegmentation uses the split of the last queued candidate for that piece, which
+/// is global state; the cut is allowed only when every UNUSED piece has at most one split in
+/// the pair table, so that state cannot depend on other spans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// Merges may cross ▁ boundaries: segment the whole string.
+    Never,
+    /// Cut before a ▁ that follows a non-▁ character ("word▁|▁next" → "…d", "▁▁next").
+    BeforeSpace,
+    /// Cut after a ▁ that precedes a non-▁ character (treat_whitespace_as_suffix models).
+    AfterSpace,
+}
+
+/// Words of at most this many symbols are merged by scanning (`Word::merge_small`).
+const SMALL_WORD: usize = 16;
+
+/// Spans longer than this (in bytes) are merged without the cache.
+const CACHE_MAX_SPAN: usize = 24;
+/// Spans with more pieces than this are not cached.
+const CACHE_MAX_RUNS: usize = 6;
+const CACHE_SHARDS: usize = 16;
+/// Slots per shard (a power of two): 16 × 4096 × 64 bytes = 4 MiB in all.
+const CACHE_SLOTS: usize = 4096;
+
+/// One cached span in one cache line: its text and its (output id, byte length) runs, before
+/// unknown fusion and byte fallback. `tag == 0` marks an empty slot.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Slot {
+    tag: u32,
+    key_len: u8,
+    n: u8,
+    lens: [u8; CACHE_MAX_RUNS],
+    ids: [u32; CACHE_MAX_RUNS],
+    key: [u8; CACHE_MAX_SPAN],
+}
+
+const EMPTY_SLOT: Slot = Slot {
+    tag: 0,
+    key_len: 0,
+    n: 0,
+    lens: [0; CACHE_MAX_RUNS],
+    ids: [0; CACHE_MAX_RUNS],
+    key: [0; CACHE_MAX_SPAN],
+};
+
+/// A shard on its own cache line, so two threads using two shards do not share a line.
+#[repr(align(64))]
+struct Shard(Mutex<Box<[Slot]>>);
+
+/// Merged spans: a direct-mapped table (a new span replaces the one in its slot, so memory is
+/// bounded and no eviction pass is needed). Sharded, and `try_lock` only: a thread that finds
+/// a shard busy recomputes instead of waiting, so threads never serialize (and a lock held
+/// across `fork` only turns that shard off in the child). A hit compares the whole key, so
+/// it is exact whatever the hash does.
+struct SpanCache {
+    shards: Vec<Shard>,
+}
+
+/// The span zero-padded to the key width, and its hash.
+#[inline]
+fn span_key(span: &[u8]) -> Option<([u8; CACHE_MAX_SPAN], u64)> {
+    let mut key = [0u8; CACHE_MAX_SPAN];
+    key.get_mut(..span.len())?.copy_from_slice(span);
+    let mut h = span.len() as u64;
+    for c in key.chunks_exact(8) {
+        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        h = (h.rotate_left(23) ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    Some((key, h ^ (h >> 29)))
+}
+
+impl SpanCache {
+    fn new() -> Self {
+        SpanCache {
+            shards: (0..CACHE_SHARDS)
+                .map(|_| Shard(Mutex::new(vec![EMPTY_SLOT; CACHE_SLOTS].into_boxed_slice())))
+                .collect(),
+        }
+    }
+
+    #[inline]
+    fn locate(&self, h: u64) -> (Option<&Shard>, usize, u32) {
+        let shard = self.shards.get((h >> 58) as usize % CACHE_SHARDS);
+        let idx = (h as usize) & (CACHE_SLOTS - 1);
+        (shard, idx, ((h >> 26) as u32) | 1)
+    }
+
+    /// Append the cached runs of `span` (starting at byte `base`) to `out`; false on a miss.
+    fn get(&self, span: &str, base: usize, out: &mut Vec<(u32, usize, usize)>) -> bool {
+        let Some((key, h)) = span_key(span.as_bytes()) else {
+            return false;
+        };
+        let (shard, idx, tag) = self.locate(h);
+        let Some(Ok(slots)) = shard.map(|s| s.0.try_lock()) else {
+            return false;
+        };
+        let Some(slot) = slots.get(idx) else {
+            return false;
+        };
+        if slot.tag != tag || slot.key_len as usize != span.len() || slot.key != key {
+            return false;
+        }
+        let mut pos = base;
+        for (&id, &len) in slot.ids.iter().zip(&slot.lens).take(slot.n as usize) {
+            out.push((id, pos, pos + len as usize));
+            pos += len as usize;
+        }
+        true
+    }
+
+    fn set(&self, span: &str, runs: &[(u32, usize, usize)]) {
+        if runs.len() > CACHE_MAX_RUNS {
+            return;
+        }
+        let Some((key, h)) = span_key(span.as_bytes()) else {
+            return;
+        };
+        let mut slot = Slot {
+            tag: 0,
+            key_len: span.len() as u8,
+            n: runs.len() as u8,
+            key,
+            ..EMPTY_SLOT
+        };
+        for ((dst_id, dst_len), &(id, s, e)) in slot.ids.iter_mut().zip(&mut slot.lens).zip(runs) {
+            *dst_id = id;
+            // A run lies inside a span of at most CACHE_MAX_SPAN bytes.
+            *dst_len = e.saturating_sub(s) as u8;
+        }
+        let (shard, idx, tag) = self.locate(h);
+        slot.tag = tag;
+        let Some(Ok(mut slots)) = shard.map(|s| s.0.try_lock()) else {
+            return;
+        };
+        if let Some(dst) = slots.get_mut(idx) {
+            *dst = slot;
+        }
+    }
 }
 
 #[inline]
@@ -186,13 +346,18 @@ impl SpBpe {
             byte_ids,
             user_defined,
             char_ids: AHashMap::new(),
+            ascii_ids: [DEAD; 128],
             virtual_out: Vec::new(),
             pairs: AHashMap::new(),
             has_unused: false,
+            cut: Cut::Never,
+            cache: SpanCache::new(),
         };
         let mut char_ids: AHashMap<char, u32> = AHashMap::new();
         let mut virtual_out: Vec<u32> = Vec::new();
         let mut pairs: AHashMap<u64, (u32, u32)> = AHashMap::new();
+        let mut unused_splits: AHashMap<u32, u32> = AHashMap::new();
+        let (mut cross_before, mut cross_after) = (false, false);
         // The lookup id of a symbol string, if it can be a symbol: a mergeable piece, or any
         // single character.
         let mut symbol_id = |s: &str, sb: &SpBpe| -> Option<u32> {
@@ -229,6 +394,18 @@ impl SpBpe {
                     continue;
                 };
                 pairs.insert(pair_key(lid, rid), (rank, i as u32));
+                if p.kind == PieceType::Unused {
+                    *unused_splits.entry(i as u32).or_insert(0) += 1;
+                }
+                cross_before |= !l.ends_with('\u{2581}') && r.starts_with('\u{2581}');
+                cross_after |= l.ends_with('\u{2581}') && !r.starts_with('\u{2581}');
+            }
+        }
+        for p in pieces.iter().filter(|p| p.kind == PieceType::UserDefined) {
+            for (b, _) in p.piece.char_indices().skip(1) {
+                let (l, r) = p.piece.split_at(b);
+                cross_before |= !l.ends_with('\u{2581}') && r.starts_with('\u{2581}');
+                cross_after |= l.ends_with('\u{2581}') && !r.starts_with('\u{2581}');
             }
         }
         // Single-character mergeable pieces that no split mentions still need their id.
@@ -240,6 +417,18 @@ impl SpBpe {
         }
         if virtual_out.len() as u64 + u64::from(n) >= u64::from(DEAD) {
             return Err(Error::invalid("sentencepiece BPE: too many pieces"));
+        }
+        sb.cut = if unused_splits.values().any(|&c| c > 1) {
+            Cut::Never
+        } else if !cross_before {
+            Cut::BeforeSpace
+        } else if !cross_after {
+            Cut::AfterSpace
+        } else {
+            Cut::Never
+        };
+        for (c, slot) in sb.ascii_ids.iter_mut().enumerate() {
+            *slot = char_ids.get(&(c as u8 as char)).copied().unwrap_or(DEAD);
         }
         sb.pieces = normal;
         sb.char_ids = char_ids;
@@ -313,6 +502,87 @@ impl Segmenter for SpBpe {
 
 impl SpBpe {
     fn segment_with(&self, text: &str, out: &mut Vec<SpPiece>, sc: &mut Scratch) -> Result<()> {
+        sc.out_ids.clear();
+        if self.cut == Cut::Never {
+            self.merge_span(text, 0, sc);
+        } else {
+            let bytes = text.as_bytes();
+            let mut start = 0;
+            while start < bytes.len() {
+                let end = self.span_end(bytes, start);
+                let span = text.get(start..end).unwrap_or("");
+                if span.len() <= CACHE_MAX_SPAN {
+                    if !self.cache.get(span, start, &mut sc.out_ids) {
+                        let from = sc.out_ids.len();
+                        self.merge_span(span, start, sc);
+                        if let Some(runs) = sc.out_ids.get(from..) {
+                            self.cache.set(span, runs);
+                        }
+                    }
+                } else {
+                    self.merge_span(span, start, sc);
+                }
+                start = end;
+            }
+        }
+        self.emit(text, out, sc)
+    }
+
+    /// The whole-string path, whatever `cut` says (the reference the span path is tested
+    /// against).
+    #[cfg(test)]
+    fn segment_whole(&self, text: &str, out: &mut Vec<SpPiece>) -> Result<()> {
+        let mut sc = Scratch::default();
+        sc.out_ids.clear();
+        self.merge_span(text, 0, &mut sc);
+        self.emit(text, out, &mut sc)
+    }
+
+    /// End of the span that starts at `start` (a char boundary): the next cut, or the end.
+    /// ▁ is three bytes that occur in UTF-8 only as that character, so byte matching is exact.
+    fn span_end(&self, bytes: &[u8], start: usize) -> usize {
+        let n = bytes.len();
+        // Byte by byte: a slice comparison would call memcmp.
+        let is_space = |i: usize| {
+            bytes.get(i) == Some(&0xE2)
+                && bytes.get(i + 1) == Some(&0x96)
+                && bytes.get(i + 2) == Some(&0x81)
+        };
+        let mut i = start;
+        match self.cut {
+            Cut::BeforeSpace => {
+                // Skip the leading ▁ run, then cut at the next ▁.
+                while is_space(i) {
+                    i += 3;
+                }
+                while i < n {
+                    if is_space(i) {
+                        return i;
+                    }
+                    i += 1;
+                }
+                n
+            }
+            Cut::AfterSpace => {
+                // Skip to the first ▁, then past its run: the cut is after the run.
+                while i < n {
+                    if is_space(i) {
+                        while is_space(i) {
+                            i += 3;
+                        }
+                        return i;
+                    }
+                    i += 1;
+                }
+                n
+            }
+            Cut::Never => n,
+        }
+    }
+
+    /// Merge `text` (a span starting at byte `base` of the normalized string) as one
+    /// sequence and append its final symbols, UNUSED pieces split back, to `sc.out_ids`.
+    fn merge_span(&self, text: &str, base: usize, sc: &mut Scratch) {
         let bytes = text.as_bytes();
         let word = &mut sc.word;
         word.clear();
@@ -326,6 +596,13 @@ impl SpBpe {
             };
             let (key, len) = match ud {
                 Some(len) => (DEAD, len),
+                None if bytes[i] < 0x80 => (
+                    self.ascii_ids
+                        .get(bytes[i] as usize)
+                        .copied()
+                        .unwrap_or(DEAD),
+                    1,
+                ),
                 None => {
                     let c = text[i..].chars().next().unwrap_or('\0');
                     (
@@ -338,7 +615,18 @@ impl SpBpe {
             i += len;
         }
         let lookup = |a: u32, b: u32| self.pairs.get(&pair_key(a, b)).copied();
-        if self.has_unused {
+        // Pieces are distinct strings, so `merge_small` gives `merge_all`'s result and
+        // queue order (see there).
+        if word.symbols.len() <= SMALL_WORD {
+            let rev = &mut sc.rev;
+            let kinds = &self.kinds;
+            let has_unused = self.has_unused;
+            word.merge_small(lookup, |new, l, r| {
+                if has_unused && kinds.get(new as usize) == Some(&PieceType::Unused) {
+                    rev.insert(new, (l, r));
+                }
+            });
+        } else if self.has_unused {
             let rev = &mut sc.rev;
             let kinds = &self.kinds;
             word.merge_all(lookup, None::<fn() -> bool>, |new, l, r| {
@@ -351,7 +639,6 @@ impl SpBpe {
         }
 
         // Final symbols, with UNUSED pieces split back recursively.
-        sc.out_ids.clear();
         for (key, start, end) in word.iter() {
             sc.stack.clear();
             sc.stack.push((key, start, end));
@@ -367,10 +654,13 @@ impl SpBpe {
                         continue;
                     }
                 }
-                sc.out_ids.push((id, s, e));
+                sc.out_ids.push((id, base + s, base + e));
             }
         }
+    }
 
+    /// Turn the final symbols into pieces: unknown runs fuse, or fall back to bytes.
+    fn emit(&self, text: &str, out: &mut Vec<SpPiece>, sc: &mut Scratch) -> Result<()> {
         let mut prev_unk = false;
         for &(id, s, e) in &sc.out_ids {
             // A symbol whose text is a CONTROL piece (a character typed CONTROL) is unknown in
@@ -679,6 +969,120 @@ mod tests {
         assert_eq!(seg(&m, "▁a▁▁b"), ["▁a", "▁", "▁b"]);
         assert_eq!(seg(&m, "▁a▁▁▁b"), ["▁a", "▁▁", "▁b"]);
         assert_eq!(seg(&m, "▁a▁▁▁▁b"), ["▁a", "▁▁▁", "▁b"]);
+    }
+
+    /// Random texts over `alphabet` (characters picked uniformly, some ▁ runs).
+    fn texts(alphabet: &str, n: usize, seed: u64) -> Vec<String> {
+        let chars: Vec<char> = alphabet.chars().collect();
+        let mut x = seed | 1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        (0..n)
+            .map(|_| {
+                let len = (next() % 40) as usize;
+                (0..len)
+                    .map(|_| chars[(next() % chars.len() as u64) as usize])
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The span (cached) path against the whole-string path, twice (the second run hits the
+    /// cache); returns how many texts were cut in more than one span.
+    fn check_spans(m: &(SpBpe, Vec<PieceEntry>), alphabet: &str, expect: Cut) -> usize {
+        assert_eq!(m.0.cut, expect);
+        let mut multi = 0;
+        for round in 0..2 {
+            for t in texts(alphabet, 3000, 0x9E37_79B9 + round) {
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                m.0.segment(&t, &mut a).unwrap();
+                m.0.segment_whole(&t, &mut b).unwrap();
+                assert_eq!(a, b, "{t:?}");
+                let bytes = t.as_bytes();
+                if !t.is_empty() && m.0.span_end(bytes, 0) < bytes.len() {
+                    multi += 1;
+                }
+            }
+        }
+        multi
+    }
+
+    const LLAMA_LIKE: &[&str] = &[
+        "▁a:-1",
+        "▁b:-2",
+        "ab:-3",
+        "ba:-3",
+        "▁ab:-4",
+        "aa:-5",
+        "abb:-6",
+        "▁▁:-1e9",
+        "▁▁▁:-1e9",
+        "▁:-1e9",
+        "▁ba:-7",
+        "bé:-8",
+    ];
+
+    #[test]
+    fn spans_match_whole_string() {
+        let m = model(LLAMA_LIKE, "ab");
+        assert!(check_spans(&m, "ab▁▁éx", Cut::BeforeSpace) > 1000);
+        // ▁ not a piece: it is unknown and fuses with unknown neighbours across cuts.
+        let m = model(&["ab:-1", "ba:-2", "aé:-3"], "ab");
+        assert!(check_spans(&m, "ab▁éx", Cut::BeforeSpace) > 1000);
+        // Byte fallback across cuts.
+        let m = model_bf(&["▁a:-1", "ab:-2", "▁:-3"], "ab", true);
+        assert!(check_spans(&m, "ab▁é😀", Cut::BeforeSpace) > 1000);
+        // A character typed CONTROL.
+        let m = model(&["a:0:CONTROL", "▁a:-1", "ab:-2", "▁:-3"], "b");
+        assert!(check_spans(&m, "ab▁é", Cut::BeforeSpace) > 1000);
+    }
+
+    #[test]
+    fn spans_with_user_defined_and_unused() {
+        let m = model(
+            &[
+                "▁▁:0:USER_DEFINED",
+                "ab:0:USER_DEFINED",
+                "▁a:-1",
+                "ba:-2",
+                "bab:-3",
+            ],
+            "ab",
+        );
+        assert!(check_spans(&m, "ab▁é", Cut::BeforeSpace) > 1000);
+        // One split per UNUSED piece: cut allowed.
+        let m = model(&["▁a:-1:UNUSED", "▁ab:-2", "ab:-3:UNUSED", "abb:-4"], "ab▁");
+        assert!(check_spans(&m, "ab▁", Cut::BeforeSpace) > 1000);
+        // An UNUSED piece with two splits: the whole string.
+        let m = model(&["ab:-1", "bb:-2", "abb:-3:UNUSED", "▁a:-4"], "ab▁");
+        check_spans(&m, "ab▁", Cut::Never);
+    }
+
+    #[test]
+    fn crossing_pieces_turn_cuts_off() {
+        // "a▁" crosses a cut before ▁, "▁a" one after it: no cut at all.
+        let m = model(&["▁a:-1", "a▁:-2", "ab:-3"], "ab▁");
+        check_spans(&m, "ab▁", Cut::Never);
+        // A user-defined piece across ▁ is enough.
+        let m = model(&["▁a:-1", "ab:-3", "a▁b:0:USER_DEFINED"], "ab▁");
+        check_spans(&m, "ab▁", Cut::Never);
+        // Suffix-style vocabulary: cut after the ▁ run.
+        let m = model(&["a▁:-1", "ab▁:-2", "ab:-3", "▁▁:-4", "b▁▁:-5"], "ab▁");
+        assert!(check_spans(&m, "ab▁▁é", Cut::AfterSpace) > 1000);
+        // The check above has teeth: forcing a cut on a crossing vocabulary is caught.
+        let mut m = model(&["▁a:-1", "a▁:-2", "ab:-3"], "ab▁");
+        m.0.cut = Cut::BeforeSpace;
+        let differs = texts("ab▁", 500, 7).iter().any(|t| {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            m.0.segment(t, &mut a).unwrap();
+            m.0.segment_whole(t, &mut b).unwrap();
+            a != b
+        });
+        assert!(differs);
     }
 
     #[test]

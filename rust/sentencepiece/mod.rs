@@ -71,6 +71,8 @@ pub struct SentencePiece {
     normalizer: SpNormalizer,
     denormalizer: Option<SpNormalizer>,
     segmenter: Box<dyn Segmenter>,
+    /// Each piece's type, packed (read once per token on the hot path).
+    kinds: Vec<PieceType>,
     unk_id: u32,
     /// The id of `<0xXX>` for every byte, when byte fallback is on.
     byte_ids: Option<Box<[u32; 256]>>,
@@ -101,7 +103,7 @@ fn piece_to_byte(piece: &str) -> Option<u8> {
 }
 
 fn make_normalizer(s: &NormalizerSettings, treat_ws_as_suffix: bool) -> Result<SpNormalizer> {
-    Ok(SpNormalizer {
+    let mut n = SpNormalizer {
         charsmap: CharsMap::parse(&s.precompiled_charsmap)
             .map_err(|e| e.context("normalizer_spec"))?,
         user_defined: None,
@@ -109,7 +111,10 @@ fn make_normalizer(s: &NormalizerSettings, treat_ws_as_suffix: bool) -> Result<S
         remove_extra_whitespaces: s.remove_extra_whitespaces,
         escape_whitespaces: s.escape_whitespaces,
         treat_whitespace_as_suffix: treat_ws_as_suffix,
-    })
+        ascii_plain: 0,
+    };
+    n.prepare();
+    Ok(n)
 }
 
 /// The score-ranked BPE segmenter (`bpe.rs`).
@@ -252,6 +257,7 @@ impl SentencePiece {
         };
         let mut normalizer = make_normalizer(&data.normalizer, data.treat_whitespace_as_suffix)?;
         normalizer.user_defined = user_defined.clone();
+        normalizer.prepare();
         let denormalizer = match &data.denormalizer {
             Some(d) => Some(make_normalizer(d, false).map_err(|e| e.context("denormalizer_spec"))?),
             None => None,
@@ -268,12 +274,14 @@ impl SentencePiece {
                 user_defined,
             }),
         };
+        let kinds = data.pieces.iter().map(|p| p.kind).collect();
         Ok(SentencePiece {
             data,
             lookup,
             normalizer,
             denormalizer,
             segmenter,
+            kinds,
             unk_id,
             byte_ids,
             original: None,
@@ -336,13 +344,9 @@ impl SentencePiece {
             let kind = if p.id == unigram::NO_UNK {
                 PieceType::Unknown
             } else {
-                self.data
-                    .pieces
-                    .get(p.id as usize)
-                    .map(|e| e.kind)
-                    .ok_or_else(|| {
-                        Error::invalid(format!("segmenter returned id {} out of range", p.id))
-                    })?
+                self.kinds.get(p.id as usize).copied().ok_or_else(|| {
+                    Error::invalid(format!("segmenter returned id {} out of range", p.id))
+                })?
             };
             if p.start > p.end || p.end > nlen {
                 return Err(Error::invalid("segmenter returned a span outside the text"));

@@ -9,7 +9,7 @@ use crate::charsmap::CharsMap;
 use crate::error::{Error, Result};
 
 pub(crate) const SPACE_SYMBOL: &str = "\u{2581}";
-const REPLACEMENT: &[u8] = "\u{FFFD}".as_bytes();
+const REPLACEMENT: &str = "\u{FFFD}";
 const MAX_TRIE_RESULTS: usize = 32;
 
 #[derive(Debug, Clone, Default)]
@@ -21,6 +21,10 @@ pub struct SpNormalizer {
     pub remove_extra_whitespaces: bool,
     pub escape_whitespaces: bool,
     pub treat_whitespace_as_suffix: bool,
+    /// Bit `b` set: ASCII byte `b` is its own normalization (no charsmap rule and no
+    /// user-defined piece starts with it). Filled by `prepare`; 0 (the default) only turns
+    /// the fast path off.
+    pub(crate) ascii_plain: u128,
 }
 
 /// Length of the UTF-8 sequence a lead byte announces, as the reference's table gives it
@@ -66,10 +70,15 @@ pub(crate) fn valid_char_len(s: &[u8]) -> Option<usize> {
 impl SpNormalizer {
     /// The normalization of the longest rule at the start of `input` and how many input bytes
     /// it consumes.
-    fn normalize_prefix<'a>(&'a self, input: &'a [u8]) -> Result<(&'a [u8], usize)> {
+    fn normalize_prefix<'a>(&'a self, input: &'a str, at: usize) -> Result<(&'a str, usize)> {
+        let bytes = input.as_bytes().get(at..).unwrap_or_default();
         if let Some(ud) = &self.user_defined {
-            if let Some((len, _)) = ud.longest_prefix(input) {
-                return Ok((&input[..len], len));
+            if let Some((len, _)) = ud.longest_prefix(bytes) {
+                // A user-defined piece is UTF-8, so its match is too.
+                let m = std::str::from_utf8(&bytes[..len]).map_err(|_| {
+                    Error::invalid("sentencepiece normalizer produced invalid UTF-8")
+                })?;
+                return Ok((m, len));
             }
         }
         if !self.charsmap.is_empty() {
@@ -77,7 +86,7 @@ impl SpNormalizer {
             // of them; a rule whose replacement lies outside the table counts as no rule.
             let mut best: Option<(usize, u32)> = None;
             let mut seen = 0;
-            self.charsmap.common_prefix_search(input, |len, v| {
+            self.charsmap.common_prefix_search(bytes, |len, v| {
                 if seen < MAX_TRIE_RESULTS {
                     best = Some((len, v));
                 }
@@ -87,12 +96,26 @@ impl SpNormalizer {
             // always UTF-8.)
             if let Some(rep) = best.and_then(|(len, v)| Some((len, self.charsmap.replacement(v)?)))
             {
-                return Ok((rep.1.as_bytes(), rep.0));
+                return Ok((rep.1, rep.0));
             }
         }
-        match valid_char_len(input) {
-            Some(n) => Ok((&input[..n], n)),
+        // `at` is a character boundary whenever the character there is valid.
+        match valid_char_len(bytes).and_then(|n| Some((input.get(at..at + n)?, n))) {
+            Some(r) => Ok(r),
             None => Ok((REPLACEMENT, 1)),
+        }
+    }
+
+    /// Compute `ascii_plain`; call again whenever `charsmap` or `user_defined` change.
+    pub fn prepare(&mut self) {
+        self.ascii_plain = 0;
+        if self.user_defined.is_some() {
+            return;
+        }
+        for b in 0..128u8 {
+            if !self.charsmap.may_start_with(b) {
+                self.ascii_plain |= 1u128 << b;
+            }
         }
     }
 
@@ -114,76 +137,100 @@ impl SpNormalizer {
         let mut consumed = 0usize;
         if self.remove_extra_whitespaces {
             while !inp.is_empty() {
-                let (p, n) = self.normalize_prefix(inp)?;
-                if p != b" " {
+                let (p, n) = self.normalize_prefix(input, consumed)?;
+                if p != " " {
                     break;
                 }
-                inp = &inp[n..];
+                inp = inp.get(n..).unwrap_or_default();
                 consumed += n;
             }
         }
         if inp.is_empty() {
             return Ok(());
         }
-        let mut out: Vec<u8> = std::mem::take(normalized).into_bytes();
+        let out = normalized;
         out.reserve(inp.len() * 3);
         norm_to_orig.reserve(inp.len() * 3);
         let escape = self.escape_whitespaces;
-        let add_ws = |out: &mut Vec<u8>, n2o: &mut Vec<usize>, consumed: usize| {
-            if escape {
-                out.extend_from_slice(SPACE_SYMBOL.as_bytes());
-                n2o.extend_from_slice(&[consumed; 3]);
-            } else {
-                out.push(b' ');
-                n2o.push(consumed);
-            }
+        let space = if escape { SPACE_SYMBOL } else { " " };
+        let add_ws = |out: &mut String, n2o: &mut Vec<usize>, consumed: usize| {
+            out.push_str(space);
+            n2o.extend(std::iter::repeat_n(consumed, space.len()));
         };
         if !self.treat_whitespace_as_suffix && self.add_dummy_prefix {
-            add_ws(&mut out, norm_to_orig, consumed);
+            add_ws(out, norm_to_orig, consumed);
         }
+        // A plain ASCII character is its own normalization (`normalize_prefix` would return
+        // it unchanged), so runs of them are copied at once; a plain space is handled
+        // exactly as the general loop below handles " ".
+        let plain = self.ascii_plain;
+        let is_plain = |b: u8| b < 0x80 && (plain >> b) & 1 == 1;
         let mut is_prev_space = self.remove_extra_whitespaces;
         while !inp.is_empty() {
-            let (mut sp, n) = self.normalize_prefix(inp)?;
-            while is_prev_space && sp.first() == Some(&b' ') {
-                sp = &sp[1..];
+            if plain != 0 {
+                let run = inp
+                    .iter()
+                    .position(|&b| b == b' ' || !is_plain(b))
+                    .unwrap_or(inp.len());
+                if run > 0 {
+                    let rest = inp.get(run..).unwrap_or_default();
+                    // `consumed` is where `inp` starts in `input`; an ASCII run ends on a
+                    // character boundary.
+                    out.push_str(input.get(consumed..consumed + run).unwrap_or_default());
+                    norm_to_orig.extend(consumed..consumed + run);
+                    consumed += run;
+                    inp = rest;
+                    is_prev_space = false;
+                    continue;
+                }
+                if inp.first() == Some(&b' ') && is_plain(b' ') {
+                    if !is_prev_space {
+                        add_ws(out, norm_to_orig, consumed);
+                    }
+                    is_prev_space = self.remove_extra_whitespaces;
+                    consumed += 1;
+                    inp = inp.get(1..).unwrap_or_default();
+                    continue;
+                }
+            }
+            let (mut sp, n) = self.normalize_prefix(input, consumed)?;
+            if is_prev_space {
+                sp = sp.trim_start_matches(' ');
             }
             if !sp.is_empty() {
-                for &b in sp {
-                    if escape && b == b' ' {
-                        out.extend_from_slice(SPACE_SYMBOL.as_bytes());
-                        norm_to_orig.extend_from_slice(&[consumed; 3]);
-                    } else {
-                        out.push(b);
-                        norm_to_orig.push(consumed);
+                for part in sp.split_inclusive(' ') {
+                    match part.strip_suffix(' ') {
+                        Some(text) => {
+                            out.push_str(text);
+                            norm_to_orig.extend(std::iter::repeat_n(consumed, text.len()));
+                            add_ws(out, norm_to_orig, consumed);
+                        }
+                        None => {
+                            out.push_str(part);
+                            norm_to_orig.extend(std::iter::repeat_n(consumed, part.len()));
+                        }
                     }
                 }
-                is_prev_space = sp.last() == Some(&b' ');
+                is_prev_space = sp.ends_with(' ');
             }
             consumed += n;
-            inp = &inp[n..];
+            inp = inp.get(n..).unwrap_or_default();
             if !self.remove_extra_whitespaces {
                 is_prev_space = false;
             }
         }
         if self.remove_extra_whitespaces {
-            let space: &[u8] = if escape {
-                SPACE_SYMBOL.as_bytes()
-            } else {
-                b" "
-            };
             while out.ends_with(space) {
                 let len = out.len() - space.len();
-                consumed = norm_to_orig[len];
+                consumed = norm_to_orig.get(len).copied().unwrap_or(consumed);
                 out.truncate(len);
                 norm_to_orig.truncate(len);
             }
         }
         if self.treat_whitespace_as_suffix && self.add_dummy_prefix {
-            add_ws(&mut out, norm_to_orig, consumed);
+            add_ws(out, norm_to_orig, consumed);
         }
         norm_to_orig.push(consumed);
-        *normalized = String::from_utf8(out)
-            .map_err(|_| Error::invalid("sentencepiece normalizer produced invalid UTF-8"))?;
         Ok(())
     }
 }
@@ -255,6 +302,84 @@ mod tests {
         assert_eq!(s, "▁xＡＢ");
         // Every byte of the match maps to the match's start.
         assert_eq!(&m[4..], &[1, 1, 1, 1, 1, 1, 7]);
+    }
+
+    #[test]
+    fn ascii_fast_path_matches_general_path() {
+        // `prepare` turns the ASCII fast path on; without it the general path runs. Both
+        // must agree on every setting.
+        let alphabet: Vec<char> = "ab  \u{3000}é\t.".chars().collect();
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for flags in 0..16u32 {
+            let general = SpNormalizer {
+                add_dummy_prefix: flags & 1 != 0,
+                remove_extra_whitespaces: flags & 2 != 0,
+                escape_whitespaces: flags & 4 != 0,
+                treat_whitespace_as_suffix: flags & 8 != 0,
+                ..Default::default()
+            };
+            let mut fast = general.clone();
+            fast.prepare();
+            assert_eq!(fast.ascii_plain, u128::MAX);
+            for _ in 0..500 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let len = (x % 12) as usize;
+                let text: String = (0..len)
+                    .map(|k| alphabet[((x >> (4 * k)) % alphabet.len() as u64) as usize])
+                    .collect();
+                assert_eq!(
+                    norm(&fast, &text),
+                    norm(&general, &text),
+                    "{text:?} {flags}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn ascii_fast_path_with_a_real_charsmap() {
+        // nmt_nfkc from a real model (skipped without the shared data): the fast path must
+        // agree with the general path on text mixing ASCII and characters NFKC changes.
+        let dir = std::env::var("PIECEWORK_DATA")
+            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data").into());
+        let path = format!("{dir}/bpemb-en/en.wiki.bpe.vs100000.model");
+        let Ok(bytes) = std::fs::read(&path) else {
+            eprintln!("skipped: {path} not found");
+            return;
+        };
+        let data = crate::formats::sentencepiece::parse_model(&bytes).unwrap();
+        let charsmap = CharsMap::parse(&data.normalizer.precompiled_charsmap).unwrap();
+        let alphabet: Vec<char> = "aZ0 ~Q\t\r\n\u{7f}\u{1}.ﬁ…　Ａ\u{a0}é".chars().collect();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for flags in 0..4u32 {
+            let general = SpNormalizer {
+                charsmap: charsmap.clone(),
+                add_dummy_prefix: flags & 1 != 0,
+                remove_extra_whitespaces: flags & 2 != 0,
+                escape_whitespaces: true,
+                ..Default::default()
+            };
+            let mut fast = general.clone();
+            fast.prepare();
+            // (NFKC has rules starting with most letters: combining sequences.)
+            assert!(fast.ascii_plain & (1 << b' ') != 0 && fast.ascii_plain & (1 << b'0') != 0);
+            for _ in 0..2000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let len = (x % 14) as usize;
+                let text: String = (0..len)
+                    .map(|k| alphabet[((x >> (4 * k)) % alphabet.len() as u64) as usize])
+                    .collect();
+                assert_eq!(
+                    norm(&fast, &text),
+                    norm(&general, &text),
+                    "{text:?} {flags}"
+                );
+            }
+        }
     }
 
     #[test]

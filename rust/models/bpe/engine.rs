@@ -27,6 +27,8 @@ pub struct Word {
     pub symbols: Vec<Symbol>,
     heap: BinaryHeap<Reverse<Entry>>,
     skipped: Vec<Reverse<Entry>>,
+    /// `merge_small`: each symbol's candidate with its right neighbour, (rank, merged id).
+    cands: Vec<(u32, u32)>,
 }
 
 /// A queued candidate: (priority << 32 | position, merged id, byte length of the pair when
@@ -43,6 +45,7 @@ impl Word {
         self.symbols.clear();
         self.heap.clear();
         self.skipped.clear();
+        self.cands.clear();
     }
 
     /// Release the memory a very long word left behind in this (thread-local) scratch space.
@@ -56,6 +59,9 @@ impl Word {
         }
         if self.skipped.capacity() > KEEP {
             self.skipped = Vec::new();
+        }
+        if self.cands.capacity() > KEEP {
+            self.cands = Vec::new();
         }
     }
 
@@ -164,6 +170,83 @@ impl Word {
         }
     }
 
+    /// `merge_all` without dropout, by scanning the candidates instead of keeping a heap:
+    /// O(n²) but allocation-free and much cheaper for words of a few symbols.
+    ///
+    /// Same result as `merge_all` when a merged id identifies the concatenation of its two
+    /// symbols (sentencepiece: pieces are distinct strings). Then a queued heap entry is
+    /// valid exactly while its pair is unchanged, so `merge_all` applies the minimum of
+    /// (rank, position) over the current adjacent pairs, which is what the scan picks
+    /// (strict `<`, left to right: the leftmost among equal ranks). `queued` sees the same
+    /// candidates in the same order.
+    pub fn merge_small<L, Q>(&mut self, lookup: L, mut queued: Q)
+    where
+        L: Fn(u32, u32) -> Option<(u32, u32)>,
+        Q: FnMut(u32, u32, u32),
+    {
+        const NO_RANK: u32 = u32::MAX;
+        let mut cand = |l: u32, r: u32| match lookup(l, r) {
+            Some((rank, id)) => {
+                queued(id, l, r);
+                (rank, id)
+            }
+            None => (NO_RANK, 0),
+        };
+        self.cands.clear();
+        for w in self.symbols.windows(2) {
+            self.cands.push(cand(w[0].id, w[1].id));
+        }
+        self.cands.push((NO_RANK, 0));
+        loop {
+            // Symbol 0 is never absorbed (merges absorb the right symbol), so the live
+            // symbols are the chain from 0.
+            let (mut best, mut best_rank) = (NONE, NO_RANK);
+            let mut i = 0u32;
+            while let (Some(s), Some(&(rank, _))) =
+                (self.symbols.get(i as usize), self.cands.get(i as usize))
+            {
+                if rank < best_rank {
+                    best_rank = rank;
+                    best = i;
+                }
+                i = s.next;
+            }
+            let pos = best as usize;
+            let (Some(&cur), Some(&(_, new_id))) = (self.symbols.get(pos), self.cands.get(pos))
+            else {
+                break;
+            };
+            let next_pos = cur.next as usize;
+            let Some(&right) = self.symbols.get(next_pos) else {
+                break;
+            };
+            let merged = Symbol {
+                id: new_id,
+                prev: cur.prev,
+                next: right.next,
+                len: cur.len + right.len,
+            };
+            self.symbols[pos] = merged;
+            self.symbols[next_pos].len = 0;
+            if let Some(after) = self.symbols.get_mut(right.next as usize) {
+                after.prev = pos as u32;
+            }
+            if let Some(&before) = self.symbols.get(merged.prev as usize) {
+                let c = cand(before.id, new_id);
+                if let Some(slot) = self.cands.get_mut(merged.prev as usize) {
+                    *slot = c;
+                }
+            }
+            let c = match self.symbols.get(merged.next as usize) {
+                Some(&after) => cand(new_id, after.id),
+                None => (NO_RANK, 0),
+            };
+            if let Some(slot) = self.cands.get_mut(pos) {
+                *slot = c;
+            }
+        }
+    }
+
     /// The live symbols in order, with their byte ranges (`(id, start, end)`), offsets being
     /// running sums of the symbol lengths as in the reference.
     pub fn iter(&self) -> impl Iterator<Item = (u32, usize, usize)> + '_ {
@@ -220,6 +303,42 @@ mod tests {
         );
         let v: Vec<_> = w.iter().collect();
         assert_eq!(v, [(0, 0, 1), (9, 1, 6)]);
+    }
+
+    #[test]
+    fn small_merge_matches_heap_merge() {
+        // Random words over 4 symbols with a random pair table whose merged ids identify the
+        // pair (id = 4 + 16 * ... fresh per pair), ranks with many ties.
+        let mut x = 0x1234_5678_9ABC_DEF1u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..3000 {
+            let n = (next() % 14) as usize + 1;
+            let ids: Vec<u32> = (0..n).map(|_| (next() % 3) as u32).collect();
+            let ranks: Vec<u32> = (0..64).map(|_| (next() % 5) as u32).collect();
+            let present = next();
+            // A pair (a, b) merges into 100 + a * 1000 + b (distinct per pair) when its bit
+            // in `present` is set; a, b < 1000 for the ids that occur here.
+            let look = |a: u32, b: u32| {
+                let h = (a.wrapping_mul(31) ^ b.wrapping_mul(17)) % 64;
+                ((present >> h) & 1 == 1 && a < 1000 && b < 1000)
+                    .then(|| (ranks[h as usize], 100 + a * 1000 + b))
+            };
+            let (mut w1, mut w2) = (Word::default(), Word::default());
+            for (k, &i) in ids.iter().enumerate() {
+                w1.push(i, 1 + k as u32 % 2);
+                w2.push(i, 1 + k as u32 % 2);
+            }
+            let (mut q1, mut q2) = (Vec::new(), Vec::new());
+            w1.merge_all(look, None::<fn() -> bool>, |n, l, r| q1.push((n, l, r)));
+            w2.merge_small(look, |n, l, r| q2.push((n, l, r)));
+            assert_eq!(w1.iter().collect::<Vec<_>>(), w2.iter().collect::<Vec<_>>());
+            assert_eq!(q1, q2);
+        }
     }
 
     #[test]
