@@ -1,5 +1,5 @@
 //! Single-thread throughput of `Tokenizer::encode_ids` over a text file, line by line or whole.
-//! Usage: speed_probe <tokenizer.json|.model> <text file> [lines|doc] [repeats]
+//! Usage: speed_probe <tokenizer.json|.model> <text file> [lines|doc|whole] [repeats]
 
 use piecework::Tokenizer;
 use std::time::Instant;
@@ -7,7 +7,7 @@ use std::time::Instant;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 3 {
-        eprintln!("usage: speed_probe <tokenizer> <text> [lines|doc] [repeats]");
+        eprintln!("usage: speed_probe <tokenizer> <text> [lines|doc|whole] [repeats]");
         std::process::exit(2);
     }
     let bytes = std::fs::read(&args[1]).unwrap_or_default();
@@ -25,6 +25,7 @@ fn main() {
     };
     let text = std::fs::read_to_string(&args[2]).unwrap_or_default();
     let texts: Vec<&str> = match args.get(3).map(String::as_str) {
+        Some("whole") => vec![text.as_str()],
         Some("doc") => text
             .as_bytes()
             .chunks(100_000)
