@@ -11,8 +11,15 @@
 //!   then becomes `unk_id` carrying the covered text;
 //! - without `unk_id`, an unknown node that would win its end position is an error.
 //!
-//! Cost: O(len × longest piece) trie steps; the per-position table is a reused thread-local
-//! buffer, so a call allocates only the output (and the text of a fused unknown run).
+//! Cost: O(len × longest piece) trie steps (one load each, double-array trie); the
+//! per-position table is a reused thread-local buffer, so a call allocates only the output (and
+//! the text of a fused unknown run).
+//!
+//! Words are cached, as the reference caches them: the result is a pure function of the word
+//! (the reference, too, runs Viterbi on each pre-tokenized word alone), so replaying a cached
+//! segmentation is exact. Only results without a carried value are cached (a fused unknown
+//! run carries its text); the tokens are stored as (id, start, end), so byte-fallback tokens
+//! keep their shared span.
 
 use super::trie::Trie;
 use super::{Model, Token};
@@ -21,9 +28,91 @@ use ahash::AHashMap;
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 const UNK_PENALTY: f64 = 10.0;
 const NO_START: u32 = u32::MAX;
+
+/// Words shorter than this (in bytes) are cached; offsets then fit in a byte.
+const CACHE_MAX_WORD: usize = 256;
+const CACHE_SHARDS: usize = 16;
+/// Entries per shard; a full shard stops taking new words (memory stays bounded).
+const CACHE_PER_SHARD: usize = 4096;
+
+/// One cached token: id and its byte span inside the word.
+#[derive(Clone, Copy)]
+struct Cached {
+    id: u32,
+    start: u8,
+    end: u8,
+}
+
+type Shard = Mutex<AHashMap<Box<str>, Box<[Cached]>>>;
+
+/// A bounded word cache. Sharded and `try_lock` only: under contention (or after a `fork`
+/// that left a shard locked) a thread simply recomputes instead of waiting.
+struct WordCache {
+    shards: Box<[Shard]>,
+}
+
+impl WordCache {
+    fn new() -> Self {
+        WordCache {
+            shards: (0..CACHE_SHARDS)
+                .map(|_| Mutex::new(AHashMap::new()))
+                .collect(),
+        }
+    }
+
+    fn shard(&self, word: &str) -> Option<&Shard> {
+        // A cheap spread over the end of the word (Metaspace words share their first bytes);
+        // the map hashes the whole word anyway.
+        let b = word.as_bytes();
+        let n = b.len();
+        let h = n
+            ^ b.last().map_or(0, |&x| x as usize)
+            ^ (b.get(n.wrapping_sub(2)).map_or(0, |&x| x as usize) << 2);
+        self.shards.get(h % CACHE_SHARDS)
+    }
+
+    fn get(&self, word: &str, out: &mut Vec<Token>) -> bool {
+        let Some(Ok(map)) = self.shard(word).map(Mutex::try_lock) else {
+            return false;
+        };
+        let Some(hit) = map.get(word) else {
+            return false;
+        };
+        out.extend(
+            hit.iter()
+                .map(|c| Token::new(c.id, c.start as usize, c.end as usize)),
+        );
+        true
+    }
+
+    fn set(&self, word: &str, tokens: &[Token]) {
+        let mut v = Vec::with_capacity(tokens.len());
+        for t in tokens {
+            let (Ok(start), Ok(end)) = (u8::try_from(t.offsets.0), u8::try_from(t.offsets.1))
+            else {
+                return;
+            };
+            if t.value.is_some() {
+                return;
+            }
+            v.push(Cached {
+                id: t.id,
+                start,
+                end,
+            });
+        }
+        let Some(Ok(mut map)) = self.shard(word).map(Mutex::try_lock) else {
+            return;
+        };
+        if map.len() < CACHE_PER_SHARD {
+            map.insert(word.into(), v.into_boxed_slice());
+        }
+    }
+}
 
 pub struct Unigram {
     /// Boxed so the model enum stays small.
@@ -42,6 +131,7 @@ struct UnigramData {
     byte_fallback: bool,
     /// Ids of `<0x00>`..`<0xFF>` when byte fallback is on (`u32::MAX` when absent).
     byte_ids: Box<[u32; 256]>,
+    cache: WordCache,
 }
 
 /// Best path ending at one byte position.
@@ -122,6 +212,7 @@ impl Unigram {
                 unk_id: unk_id.map(|u| u as u32),
                 byte_fallback,
                 byte_ids,
+                cache: WordCache::new(),
             }),
         })
     }
@@ -195,42 +286,48 @@ impl Unigram {
             },
         );
         let unk_score = self.d.min_score - UNK_PENALTY;
+        let scores = &self.d.scores[..];
         let mut pos = 0;
         while pos < n {
+            let Some(row) = best.get_mut(pos..) else {
+                break;
+            };
             // Every character boundary before `pos` has been given a path (or an error was
-            // returned), so `best[pos]` is final here.
-            let here = best[pos].score;
+            // returned), so `row[0]` is final here.
+            let here = row[0].score;
             let char_len = utf8_len(bytes[pos]);
             let mut has_single = false;
-            for (len, id) in self.d.trie.common_prefixes(&bytes[pos..]) {
-                let score = self.d.scores.get(id as usize).copied().unwrap_or(0.0);
-                let cand = here + score;
-                let slot = &mut best[pos + len];
-                if slot.start == NO_START || cand > slot.score {
-                    *slot = Best {
-                        score: cand,
-                        start: pos as u32,
-                        id,
-                    };
+            self.d.trie.for_each_prefix(&bytes[pos..], |len, id| {
+                let cand = here + scores.get(id as usize).copied().unwrap_or(0.0);
+                if let Some(slot) = row.get_mut(len) {
+                    // The `start` test stays: an f64 sum may reach -inf on absurd scores.
+                    if slot.start == NO_START || cand > slot.score {
+                        *slot = Best {
+                            score: cand,
+                            start: pos as u32,
+                            id,
+                        };
+                    }
                 }
                 has_single |= len == char_len;
-            }
+            });
             if !has_single {
                 let cand = here + unk_score;
                 let end = (pos + char_len).min(n);
-                let slot = &mut best[end];
-                if slot.start == NO_START || cand > slot.score {
-                    let id = self.d.unk_id.ok_or_else(|| {
-                        Error::invalid(format!(
-                            "Unigram: cannot tokenize {:?}: the vocabulary has no piece for it and no unk_id",
-                            &piece[pos..end]
-                        ))
-                    })?;
-                    *slot = Best {
-                        score: cand,
-                        start: pos as u32,
-                        id,
-                    };
+                if let Some(slot) = row.get_mut(end - pos) {
+                    if slot.start == NO_START || cand > slot.score {
+                        let id = self.d.unk_id.ok_or_else(|| {
+                            Error::invalid(format!(
+                                "Unigram: cannot tokenize {:?}: the vocabulary has no piece for it and no unk_id",
+                                &piece[pos..end]
+                            ))
+                        })?;
+                        *slot = Best {
+                            score: cand,
+                            start: pos as u32,
+                            id,
+                        };
+                    }
                 }
             }
             pos += char_len;
@@ -263,6 +360,42 @@ impl Unigram {
 
 impl Model for Unigram {
     fn tokenize(&self, piece: &str, out: &mut Vec<Token>) -> Result<()> {
+        if piece.len() < CACHE_MAX_WORD {
+            if self.d.cache.get(piece, out) {
+                return Ok(());
+            }
+            let base = out.len();
+            self.tokenize_uncached(piece, out)?;
+            self.d.cache.set(piece, &out[base..]);
+            return Ok(());
+        }
+        self.tokenize_uncached(piece, out)
+    }
+
+    fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.d.token_to_id.get(token).copied()
+    }
+
+    fn id_to_token(&self, id: u32) -> Option<&str> {
+        self.d.pieces.get(id as usize).map(|p| &*p.0)
+    }
+
+    fn vocab_size(&self) -> usize {
+        self.d.pieces.len()
+    }
+
+    fn vocab(&self) -> HashMap<String, u32> {
+        self.d
+            .token_to_id
+            .iter()
+            .map(|(t, &id)| (t.to_string(), id))
+            .collect()
+    }
+}
+
+impl Unigram {
+    /// The segmentation itself, without the cache.
+    fn tokenize_uncached(&self, piece: &str, out: &mut Vec<Token>) -> Result<()> {
         if piece.is_empty() {
             return Ok(());
         }
@@ -308,26 +441,6 @@ impl Model for Unigram {
             Ok(())
         })
     }
-
-    fn token_to_id(&self, token: &str) -> Option<u32> {
-        self.d.token_to_id.get(token).copied()
-    }
-
-    fn id_to_token(&self, id: u32) -> Option<&str> {
-        self.d.pieces.get(id as usize).map(|p| &*p.0)
-    }
-
-    fn vocab_size(&self) -> usize {
-        self.d.pieces.len()
-    }
-
-    fn vocab(&self) -> HashMap<String, u32> {
-        self.d
-            .token_to_id
-            .iter()
-            .map(|(t, &id)| (t.to_string(), id))
-            .collect()
-    }
 }
 
 #[cfg(test)]
@@ -356,6 +469,114 @@ mod tests {
             .iter()
             .map(|t| s[t.offsets.0..t.offsets.1].to_string())
             .collect()
+    }
+
+    /// The forward pass as it was before the speed work: a naive prefix search (every length,
+    /// looked up in a map holding the last id of each piece) and the same update rules.
+    fn reference_forward(m: &Unigram, piece: &str) -> Result<Vec<(u64, u32, u32)>> {
+        let bytes = piece.as_bytes();
+        let n = bytes.len();
+        let mut best = vec![(0.0f64, NO_START, 0u32); n + 1];
+        let unk_score = m.d.min_score - UNK_PENALTY;
+        let max_len = m.d.token_to_id.keys().map(|k| k.len()).max().unwrap_or(0);
+        let mut pos = 0;
+        while pos < n {
+            let here = best[pos].0;
+            let char_len = utf8_len(bytes[pos]);
+            let mut has_single = false;
+            for len in 1..=(n - pos).min(max_len) {
+                let Ok(sub) = std::str::from_utf8(&bytes[pos..pos + len]) else {
+                    continue;
+                };
+                let Some(&id) = m.d.token_to_id.get(sub) else {
+                    continue;
+                };
+                let cand = here + m.d.scores[id as usize];
+                let slot = &mut best[pos + len];
+                if slot.1 == NO_START || cand > slot.0 {
+                    *slot = (cand, pos as u32, id);
+                }
+                has_single |= len == char_len;
+            }
+            if !has_single {
+                let cand = here + unk_score;
+                let end = (pos + char_len).min(n);
+                let slot = &mut best[end];
+                if slot.1 == NO_START || cand > slot.0 {
+                    let id = m.d.unk_id.ok_or_else(|| Error::invalid("no unk_id"))?;
+                    *slot = (cand, pos as u32, id);
+                }
+            }
+            pos += char_len;
+        }
+        Ok(best.iter().map(|b| (b.0.to_bits(), b.1, b.2)).collect())
+    }
+
+    #[test]
+    fn forward_and_cache_agree_with_the_reference_on_generated_vocabularies() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        // `z` and `𝔸` never are single pieces (unknown nodes); scores from a short list make
+        // exact ties frequent; some vocabularies have byte pieces, some no unk_id (errors).
+        let alphabet = ["a", "b", "c", "▁", "é", "z", "𝔸", "ab", "<unk>"];
+        let score_list = [-1.0f64, -2.0, -3.0, -0.5, -1.5, -4.25, 0.0, -1e-12];
+        for round in 0..80 {
+            let mut vocab = vec![("<unk>".to_string(), -2.0)];
+            for _ in 0..(next(40) + 5) {
+                let piece: String = (0..next(4) + 1)
+                    .map(|_| alphabet[next(alphabet.len() as u64) as usize])
+                    .collect();
+                if piece == "z" || piece == "𝔸" {
+                    continue;
+                }
+                vocab.push((piece, score_list[next(score_list.len() as u64) as usize]));
+            }
+            let byte_fallback = round % 3 == 1;
+            if byte_fallback {
+                for b in 0..=255u32 {
+                    if next(8) != 0 {
+                        vocab.push((format!("<0x{b:02X}>"), -7.0));
+                    }
+                }
+            }
+            let unk = (round % 4 != 3).then_some(0);
+            let m = Unigram::new(vocab, unk, byte_fallback).unwrap();
+            for t in 0..60 {
+                let chars = if t == 0 { 400 } else { next(12) };
+                let word: String = (0..chars)
+                    .map(|_| alphabet[next(alphabet.len() as u64) as usize])
+                    .collect();
+                // The forward table, position by position and bit for bit.
+                let mut best = Vec::new();
+                let got = m.forward(&word, &mut best).map(|()| {
+                    best.iter()
+                        .map(|b| (b.score.to_bits(), b.start, b.id))
+                        .collect::<Vec<_>>()
+                });
+                let want = reference_forward(&m, &word);
+                assert_eq!(got.is_ok(), want.is_ok(), "round {round} {word:?}");
+                if let (Ok(g), Ok(w)) = (&got, &want) {
+                    assert_eq!(g, w, "round {round} {word:?}");
+                }
+                // Cached (first call fills, second replays) against uncached.
+                let mut plain = Vec::new();
+                let plain_r = m.tokenize_uncached(&word, &mut plain);
+                for _ in 0..2 {
+                    let mut cached = vec![Token::new(7, 0, 0)];
+                    let r = m.tokenize(&word, &mut cached);
+                    assert_eq!(r.is_ok(), plain_r.is_ok());
+                    if r.is_ok() {
+                        assert_eq!(cached[0], Token::new(7, 0, 0));
+                        assert_eq!(&cached[1..], &plain[..], "round {round} {word:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
