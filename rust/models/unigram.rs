@@ -47,70 +47,101 @@ struct Cached {
     end: u8,
 }
 
-type Shard = Mutex<AHashMap<Box<str>, Box<[Cached]>>>;
+/// Where one word's key bytes and tokens sit in its shard's slabs.
+#[derive(Clone, Copy)]
+struct Entry {
+    key: u32,
+    key_len: u32,
+    toks: u32,
+    toks_len: u32,
+}
+
+/// One shard: a map from the word's 64-bit hash to its entry; keys and tokens live in two
+/// growing slabs rather than in two small heap blocks per word, which (kept alive among the
+/// pipeline's short-lived blocks) fragmented the allocator and slowed every later malloc.
+/// A lookup compares the stored key bytes, so a hash collision is a miss, never a wrong hit.
+#[derive(Default)]
+struct ShardData {
+    index: AHashMap<u64, u32>,
+    entries: Vec<Entry>,
+    keys: Vec<u8>,
+    toks: Vec<Cached>,
+}
 
 /// A bounded word cache. Sharded and `try_lock` only: under contention (or after a `fork`
 /// that left a shard locked) a thread simply recomputes instead of waiting.
 struct WordCache {
-    shards: Box<[Shard]>,
+    hasher: ahash::RandomState,
+    shards: Box<[Mutex<ShardData>]>,
 }
 
 impl WordCache {
     fn new() -> Self {
         WordCache {
+            hasher: ahash::RandomState::new(),
             shards: (0..CACHE_SHARDS)
-                .map(|_| Mutex::new(AHashMap::new()))
+                .map(|_| Mutex::new(ShardData::default()))
                 .collect(),
         }
     }
 
-    fn shard(&self, word: &str) -> Option<&Shard> {
-        // A cheap spread over the end of the word (Metaspace words share their first bytes);
-        // the map hashes the whole word anyway.
-        let b = word.as_bytes();
-        let n = b.len();
-        let h = n
-            ^ b.last().map_or(0, |&x| x as usize)
-            ^ (b.get(n.wrapping_sub(2)).map_or(0, |&x| x as usize) << 2);
-        self.shards.get(h % CACHE_SHARDS)
+    fn hash(&self, word: &str) -> u64 {
+        self.hasher.hash_one(word.as_bytes())
     }
 
-    fn get(&self, word: &str, out: &mut Vec<Token>) -> bool {
-        let Some(Ok(map)) = self.shard(word).map(Mutex::try_lock) else {
+    fn shard(&self, h: u64) -> Option<&Mutex<ShardData>> {
+        self.shards.get((h >> 59) as usize % CACHE_SHARDS)
+    }
+
+    fn get(&self, h: u64, word: &str, out: &mut Vec<Token>) -> bool {
+        let Some(Ok(sh)) = self.shard(h).map(Mutex::try_lock) else {
             return false;
         };
-        let Some(hit) = map.get(word) else {
+        let Some(e) = sh.index.get(&h).and_then(|&i| sh.entries.get(i as usize)) else {
+            return false;
+        };
+        let key = sh.keys.get(e.key as usize..(e.key + e.key_len) as usize);
+        if key != Some(word.as_bytes()) {
+            return false;
+        }
+        let Some(toks) = sh.toks.get(e.toks as usize..(e.toks + e.toks_len) as usize) else {
             return false;
         };
         out.extend(
-            hit.iter()
+            toks.iter()
                 .map(|c| Token::new(c.id, c.start as usize, c.end as usize)),
         );
         true
     }
 
-    fn set(&self, word: &str, tokens: &[Token]) {
-        let mut v = Vec::with_capacity(tokens.len());
-        for t in tokens {
-            let (Ok(start), Ok(end)) = (u8::try_from(t.offsets.0), u8::try_from(t.offsets.1))
-            else {
-                return;
-            };
-            if t.value.is_some() {
-                return;
-            }
-            v.push(Cached {
-                id: t.id,
-                start,
-                end,
-            });
+    fn set(&self, h: u64, word: &str, tokens: &[Token]) {
+        if tokens
+            .iter()
+            .any(|t| t.value.is_some() || t.offsets.1 > 255)
+        {
+            return;
         }
-        let Some(Ok(mut map)) = self.shard(word).map(Mutex::try_lock) else {
+        let Some(Ok(mut sh)) = self.shard(h).map(Mutex::try_lock) else {
             return;
         };
-        if map.len() < CACHE_PER_SHARD {
-            map.insert(word.into(), v.into_boxed_slice());
+        if sh.entries.len() >= CACHE_PER_SHARD || sh.index.contains_key(&h) {
+            return;
         }
+        let e = Entry {
+            key: sh.keys.len() as u32,
+            key_len: word.len() as u32,
+            toks: sh.toks.len() as u32,
+            toks_len: tokens.len() as u32,
+        };
+        sh.keys.extend_from_slice(word.as_bytes());
+        sh.toks.extend(tokens.iter().map(|t| Cached {
+            id: t.id,
+            start: t.offsets.0 as u8,
+            end: t.offsets.1 as u8,
+        }));
+        let i = sh.entries.len() as u32;
+        sh.entries.push(e);
+        sh.index.insert(h, i);
     }
 }
 
@@ -361,12 +392,13 @@ impl Unigram {
 impl Model for Unigram {
     fn tokenize(&self, piece: &str, out: &mut Vec<Token>) -> Result<()> {
         if piece.len() < CACHE_MAX_WORD {
-            if self.d.cache.get(piece, out) {
+            let h = self.d.cache.hash(piece);
+            if self.d.cache.get(h, piece, out) {
                 return Ok(());
             }
             let base = out.len();
             self.tokenize_uncached(piece, out)?;
-            self.d.cache.set(piece, &out[base..]);
+            self.d.cache.set(h, piece, &out[base..]);
             return Ok(());
         }
         self.tokenize_uncached(piece, out)
