@@ -1,194 +1,228 @@
-//! A byte trie for prefix search over a vocabulary, shared by WordPiece (longest match) and
-//! Unigram (every vocabulary piece that starts at a position).
+//! A static byte trie for prefix search over a vocabulary, shared by WordPiece (longest match),
+//! both Unigram segmenters (every piece that starts at a position) and the SentencePiece
+//! normalizer (user-defined pieces).
 //!
-//! Layout: every node is three `u32`s (value, first child edge, child count); the edges of a
-//! node are contiguous and sorted by label, so a transition is a short linear scan or a binary
-//! search. The root and every node with many edges (e.g. the one after `▁` in a SentencePiece
-//! vocabulary) also get a dense 256-entry table, so wide branching costs one load.
-//! Searching allocates nothing.
+//! Layout: a double array. Every node is one 12-byte unit (base, check, value); the child of
+//! node `n` by byte `b` sits at `base(n) + b` and is genuine when its `check` is `n`. A search
+//! step is therefore one load and one compare, whatever the branching (the wide node after `▁`
+//! in a SentencePiece vocabulary costs the same as a chain), and the value of the node reached
+//! comes in the same load. Searching allocates nothing. The array is padded with 256 free units
+//! so `base + b` never leaves it.
 
 const NONE: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
-struct Node {
+struct Unit {
+    /// Children of this node are at `base + byte`.
+    base: u32,
+    /// The parent's index (`NONE` for free units and the root, so no lookup matches them).
+    check: u32,
     /// The value stored at this node (a key ends here), or `NONE`.
     value: u32,
-    /// Index of the node's first edge in `labels` / `targets`.
-    first: u32,
-    /// Number of edges.
-    len: u32,
-    /// For a node with many edges, the index of its dense 256-entry table in `dense`
-    /// (`NONE` otherwise): one load instead of a search where branching is wide.
-    dense: u32,
 }
 
-/// Nodes with more edges than this get a dense transition table.
-const DENSE_MIN_EDGES: usize = 24;
+const FREE: Unit = Unit {
+    base: 0,
+    check: NONE,
+    value: NONE,
+};
 
-/// An immutable byte trie mapping keys to `u32` values (one pointer wide: the tables are boxed).
+/// An immutable byte trie mapping keys to `u32` values.
 #[derive(Clone, Debug)]
 pub struct Trie {
-    t: Box<Tables>,
-}
-
-#[derive(Clone, Debug)]
-struct Tables {
-    root: [u32; 256],
-    dense: Vec<[u32; 256]>,
-    /// The root is node 0 (its value is the empty key's, which searches never report).
-    nodes: Vec<Node>,
-    labels: Vec<u8>,
-    targets: Vec<u32>,
+    units: Box<[Unit]>,
 }
 
 /// Collects keys, then builds a [`Trie`]. Inserting a key twice keeps the last value.
 #[derive(Default)]
 pub struct TrieBuilder {
-    /// A pointer-based tree used only while building: (value, children sorted by label).
-    nodes: Vec<(u32, Vec<(u8, u32)>)>,
+    keys: Vec<(Vec<u8>, u32)>,
 }
 
 impl TrieBuilder {
     pub fn new() -> Self {
-        TrieBuilder {
-            nodes: vec![(NONE, Vec::new())],
-        }
+        TrieBuilder::default()
     }
 
     pub fn insert(&mut self, key: &[u8], value: u32) {
-        if self.nodes.is_empty() {
-            self.nodes.push((NONE, Vec::new()));
-        }
-        let mut node = 0usize;
-        for &b in key {
-            let next = match self.nodes[node].1.binary_search_by_key(&b, |e| e.0) {
-                Ok(i) => self.nodes[node].1[i].1 as usize,
-                Err(i) => {
-                    let new = self.nodes.len();
-                    self.nodes.push((NONE, Vec::new()));
-                    self.nodes[node].1.insert(i, (b, new as u32));
-                    new
-                }
-            };
-            node = next;
-        }
-        self.nodes[node].0 = value;
+        self.keys.push((key.to_vec(), value));
     }
 
-    pub fn build(mut self) -> Trie {
-        if self.nodes.is_empty() {
-            self.nodes.push((NONE, Vec::new()));
-        }
-        // Node ids are kept as they are; only the edges are flattened, in node order.
-        let mut nodes = Vec::with_capacity(self.nodes.len());
-        let mut labels = Vec::with_capacity(self.nodes.len());
-        let mut targets = Vec::with_capacity(self.nodes.len());
-        let mut root = [NONE; 256];
-        let mut dense = Vec::new();
-        for (i, (value, children)) in self.nodes.iter().enumerate() {
-            let mut table = None;
-            if i > 0 && children.len() > DENSE_MIN_EDGES {
-                table = Some(dense.len() as u32);
-                dense.push([NONE; 256]);
-            }
-            nodes.push(Node {
-                value: *value,
-                first: labels.len() as u32,
-                len: children.len() as u32,
-                dense: table.unwrap_or(NONE),
-            });
-            for &(label, target) in children {
-                labels.push(label);
-                targets.push(target);
-                if i == 0 {
-                    root[label as usize] = target;
-                }
-                if let Some(t) = dense.last_mut().filter(|_| table.is_some()) {
-                    t[label as usize] = target;
-                }
-            }
-        }
-        Trie {
-            t: Box::new(Tables {
-                root,
-                dense,
-                nodes,
-                labels,
-                targets,
-            }),
-        }
+    pub fn build(self) -> Trie {
+        Trie::build(self.keys.iter().map(|(k, v)| (k.as_slice(), *v)).collect())
     }
 }
 
 impl Default for Trie {
     fn default() -> Self {
-        TrieBuilder::new().build()
+        Trie::build(Vec::new())
+    }
+}
+
+/// Placement state while building: which units are taken, and a list of free units to try
+/// as the first child's slot. A free unit that fails too often as a candidate is dropped from
+/// the list (left unused), which bounds the build at O(units × MAX_TRIES + edges).
+struct Placer {
+    units: Vec<Unit>,
+    used: Vec<bool>,
+    /// Free candidate positions, in increasing order, with their failure counts.
+    free: std::collections::VecDeque<(u32, u8)>,
+}
+
+const MAX_TRIES: u8 = 16;
+
+impl Placer {
+    fn grow(&mut self, to: usize) {
+        while self.units.len() < to {
+            let i = self.units.len() as u32;
+            self.units.push(FREE);
+            self.used.push(false);
+            self.free.push_back((i, 0));
+        }
+    }
+
+    /// A base such that `base + l` is free for every label in `labels` (sorted, non-empty).
+    fn place(&mut self, labels: &[u8]) -> u32 {
+        let first = labels[0] as usize;
+        let mut k = 0;
+        loop {
+            if k >= self.free.len() {
+                let len = self.units.len();
+                self.grow(len + 256);
+                continue;
+            }
+            let (pos, _) = self.free[k];
+            let pos = pos as usize;
+            if self.used[pos] {
+                self.free.remove(k);
+                continue;
+            }
+            if pos >= first {
+                let base = pos - first;
+                let top = base + *labels.last().unwrap_or(&0) as usize;
+                if top >= self.units.len() {
+                    self.grow(top + 1);
+                }
+                if labels.iter().all(|&l| !self.used[base + l as usize]) {
+                    return base as u32;
+                }
+            }
+            let tries = &mut self.free[k].1;
+            *tries += 1;
+            if *tries >= MAX_TRIES {
+                self.free.remove(k);
+            } else {
+                k += 1;
+            }
+        }
     }
 }
 
 impl Trie {
     /// Build from (key, value) pairs; a repeated key keeps its last value.
     pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a [u8], u32)>) -> Trie {
-        let mut b = TrieBuilder::new();
-        for (k, v) in pairs {
-            b.insert(k, v);
-        }
-        b.build()
+        Trie::build(pairs.into_iter().collect())
     }
 
-    #[inline]
-    fn child(&self, node: u32, label: u8) -> u32 {
-        if node == 0 {
-            return self.t.root[label as usize];
-        }
-        let Some(n) = self.t.nodes.get(node as usize) else {
-            return NONE;
+    /// Build from (key, value) pairs; a repeated key keeps its last value.
+    pub fn build(mut entries: Vec<(&[u8], u32)>) -> Trie {
+        // Stable sort: equal keys keep their input order, so the last one is kept below.
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+        entries.dedup_by(|later, earlier| {
+            if later.0 == earlier.0 {
+                earlier.1 = later.1;
+                true
+            } else {
+                false
+            }
+        });
+        let mut p = Placer {
+            units: Vec::new(),
+            used: Vec::new(),
+            free: Default::default(),
         };
-        if n.dense != NONE {
-            return self
-                .t
-                .dense
-                .get(n.dense as usize)
-                .map_or(NONE, |t| t[label as usize]);
-        }
-        let (first, len) = (n.first as usize, n.len as usize);
-        let (Some(labels), Some(targets)) = (
-            self.t.labels.get(first..first + len),
-            self.t.targets.get(first..first + len),
-        ) else {
-            return NONE;
-        };
-        if len <= 8 {
-            for (i, &l) in labels.iter().enumerate() {
-                if l == label {
-                    return targets[i];
+        p.grow(1);
+        p.used[0] = true;
+        // Depth first over (node, depth, range of sorted keys sharing the node's prefix), so
+        // a node's children are placed right after it (locality for the walk).
+        let mut stack = vec![(0usize, 0usize, 0usize, entries.len())];
+        let mut labels: Vec<u8> = Vec::new();
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        while let Some((node, depth, mut lo, hi)) = stack.pop() {
+            if lo < hi && entries[lo].0.len() == depth {
+                p.units[node].value = entries[lo].1;
+                lo += 1;
+            }
+            labels.clear();
+            ranges.clear();
+            let mut i = lo;
+            while i < hi {
+                let b = entries[i].0[depth];
+                let mut j = i + 1;
+                while j < hi && entries[j].0[depth] == b {
+                    j += 1;
                 }
+                labels.push(b);
+                ranges.push((i, j));
+                i = j;
             }
-            NONE
-        } else {
-            match labels.binary_search(&label) {
-                Ok(i) => targets[i],
-                Err(_) => NONE,
+            if labels.is_empty() {
+                continue;
             }
+            let base = p.place(&labels);
+            p.units[node].base = base;
+            for (&l, &(i, j)) in labels.iter().zip(&ranges).rev() {
+                let c = base as usize + l as usize;
+                p.used[c] = true;
+                p.units[c].check = node as u32;
+                stack.push((c, depth + 1, i, j));
+            }
+        }
+        // Padding: every `base + byte` of a placed node stays inside the array.
+        let len = p.units.len();
+        p.units.resize(len + 256, FREE);
+        Trie {
+            units: p.units.into_boxed_slice(),
         }
     }
 
-    #[inline]
-    fn value(&self, node: u32) -> u32 {
-        self.t.nodes.get(node as usize).map_or(NONE, |n| n.value)
+    /// The node reached from `node` by `b`, with its unit.
+    #[inline(always)]
+    fn step(&self, node: u32, base: u32, b: u8) -> Option<(u32, Unit)> {
+        let next = base as usize + b as usize;
+        let u = *self.units.get(next)?;
+        (u.check == node).then_some((next as u32, u))
     }
 
     /// The value of `key`, if it was inserted.
     pub fn get(&self, key: &[u8]) -> Option<u32> {
+        let mut u = *self.units.first()?;
         let mut node = 0u32;
         for &b in key {
-            node = self.child(node, b);
-            if node == NONE {
-                return None;
-            }
+            (node, u) = self.step(node, u.base, b)?;
         }
-        let v = self.value(node);
-        (v != NONE).then_some(v)
+        (u.value != NONE).then_some(u.value)
+    }
+
+    /// Call `f(len, value)` for every non-empty key that is a prefix of `text`, shortest
+    /// first.
+    #[inline]
+    pub fn for_each_prefix(&self, text: &[u8], mut f: impl FnMut(usize, u32)) {
+        let Some(root) = self.units.first() else {
+            return;
+        };
+        let mut base = root.base;
+        let mut node = 0u32;
+        for (i, &b) in text.iter().enumerate() {
+            let Some((n, u)) = self.step(node, base, b) else {
+                return;
+            };
+            if u.value != NONE {
+                f(i + 1, u.value);
+            }
+            node = n;
+            base = u.base;
+        }
     }
 
     /// Every non-empty key that is a prefix of `text`, shortest first, as (byte length, value).
@@ -198,25 +232,21 @@ impl Trie {
             text,
             pos: 0,
             node: 0,
+            base: self.units.first().map_or(0, |u| u.base),
         }
     }
 
     /// The longest non-empty key that is a prefix of `text`, as (byte length, value).
     #[inline]
     pub fn longest_prefix(&self, text: &[u8]) -> Option<(usize, u32)> {
-        let mut node = 0u32;
         let mut best = None;
-        for (i, &b) in text.iter().enumerate() {
-            node = self.child(node, b);
-            if node == NONE {
-                break;
-            }
-            let v = self.value(node);
-            if v != NONE {
-                best = Some((i + 1, v));
-            }
-        }
+        self.for_each_prefix(text, |l, v| best = Some((l, v)));
         best
+    }
+
+    /// No key at all (not even the empty one).
+    pub fn is_empty(&self) -> bool {
+        self.units.iter().all(|u| u.value == NONE)
     }
 }
 
@@ -226,6 +256,7 @@ pub struct CommonPrefixes<'a> {
     text: &'a [u8],
     pos: usize,
     node: u32,
+    base: u32,
 }
 
 impl Iterator for CommonPrefixes<'_> {
@@ -235,14 +266,15 @@ impl Iterator for CommonPrefixes<'_> {
     fn next(&mut self) -> Option<(usize, u32)> {
         while self.node != NONE {
             let &b = self.text.get(self.pos)?;
-            self.node = self.trie.child(self.node, b);
-            if self.node == NONE {
+            let Some((n, u)) = self.trie.step(self.node, self.base, b) else {
+                self.node = NONE;
                 return None;
-            }
+            };
+            self.node = n;
+            self.base = u.base;
             self.pos += 1;
-            let v = self.trie.value(self.node);
-            if v != NONE {
-                return Some((self.pos, v));
+            if u.value != NONE {
+                return Some((self.pos, u.value));
             }
         }
         None
@@ -266,6 +298,10 @@ mod tests {
         assert_eq!(t.longest_prefix(b"x"), None);
         assert_eq!(t.longest_prefix(b""), None);
         assert_eq!(t.common_prefixes(b"").count(), 0);
+        assert!(!t.is_empty());
+        assert!(Trie::default().is_empty());
+        assert_eq!(Trie::default().get(b""), None);
+        assert_eq!(Trie::default().longest_prefix(b"a"), None);
     }
 
     #[test]
@@ -278,26 +314,30 @@ mod tests {
 
     #[test]
     fn repeated_key_keeps_last_value() {
-        let t = trie(&[("ab", 1), ("ab", 7)]);
-        assert_eq!(t.get(b"ab"), Some(7));
+        let t = trie(&[("ab", 1), ("ab", 7), ("ab", 3)]);
+        assert_eq!(t.get(b"ab"), Some(3));
         assert_eq!(t.get(b"a"), None);
+        let mut b = TrieBuilder::new();
+        b.insert(b"x", 1);
+        b.insert(b"x", 2);
+        assert_eq!(b.build().get(b"x"), Some(2));
     }
 
     #[test]
-    fn every_edge_layout_finds_its_keys() {
-        // 5 edges: linear scan; 16: binary search; 200: dense table (below a non-root node).
-        for n in [5u8, 16, 200] {
-            let keys: Vec<Vec<u8>> = (0..n).map(|c| vec![b'x', c.wrapping_mul(7)]).collect();
-            let t = Trie::from_pairs(keys.iter().enumerate().map(|(i, k)| (&k[..], i as u32)));
-            for (i, k) in keys.iter().enumerate() {
-                assert_eq!(t.get(k), Some(i as u32), "n={n}");
-            }
-            let absent = (0..=255u8)
-                .find(|b| !keys.iter().any(|k| k[1] == *b))
-                .unwrap();
-            assert_eq!(t.get(&[b'x', absent]), None, "n={n}");
-            assert_eq!(t.get(b"x"), None);
+    fn wide_nodes_and_byte_zero() {
+        // Every byte below a non-root node and at the root, including 0x00 and 0xFF.
+        let keys: Vec<Vec<u8>> = (0..=255u8)
+            .flat_map(|c| [vec![c], vec![b'x', c], vec![0, c, 0]])
+            .collect();
+        let t = Trie::from_pairs(keys.iter().enumerate().map(|(i, k)| (&k[..], i as u32)));
+        let mut want: std::collections::HashMap<&[u8], u32> = Default::default();
+        for (i, k) in keys.iter().enumerate() {
+            want.insert(k, i as u32);
         }
+        for (k, v) in &want {
+            assert_eq!(t.get(k), Some(*v));
+        }
+        assert_eq!(t.get(&[1, 1]), None);
     }
 
     #[test]
@@ -307,5 +347,46 @@ mod tests {
         assert_eq!(t.longest_prefix("𝔸".as_bytes()), Some((4, 3)));
         // A prefix of a multi-byte character's encoding is not a key.
         assert_eq!(t.longest_prefix(&"𝔸".as_bytes()[..2]), None);
+    }
+
+    #[test]
+    fn agrees_with_a_naive_search() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for alphabet in [3u64, 20, 200] {
+            // Short keys over a small alphabet overlap heavily; a large one makes wide nodes.
+            let keys: Vec<Vec<u8>> = (0..3000)
+                .map(|_| {
+                    (0..(next() % 6 + 1))
+                        .map(|_| (next() % alphabet) as u8 + 1)
+                        .collect()
+                })
+                .collect();
+            let mut want: std::collections::BTreeMap<Vec<u8>, u32> = Default::default();
+            for (i, k) in keys.iter().enumerate() {
+                want.insert(k.clone(), i as u32);
+            }
+            let t = Trie::from_pairs(keys.iter().enumerate().map(|(i, k)| (&k[..], i as u32)));
+            for _ in 0..3000 {
+                let q: Vec<u8> = (0..(next() % 8))
+                    .map(|_| (next() % (alphabet + 1)) as u8)
+                    .collect();
+                let got: Vec<_> = t.common_prefixes(&q).collect();
+                let mut got2 = vec![];
+                t.for_each_prefix(&q, |l, v| got2.push((l, v)));
+                let naive: Vec<(usize, u32)> = (1..=q.len())
+                    .filter_map(|l| want.get(&q[..l]).map(|&v| (l, v)))
+                    .collect();
+                assert_eq!(got, naive);
+                assert_eq!(got2, naive);
+                assert_eq!(t.longest_prefix(&q), naive.last().copied());
+                assert_eq!(t.get(&q), want.get(&q).copied());
+            }
+        }
     }
 }

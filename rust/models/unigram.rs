@@ -11,8 +11,15 @@
 //!   then becomes `unk_id` carrying the covered text;
 //! - without `unk_id`, an unknown node that would win its end position is an error.
 //!
-//! Cost: O(len × longest piece) trie steps; the per-position table is a reused thread-local
-//! buffer, so a call allocates only the output (and the text of a fused unknown run).
+//! Cost: O(len × longest piece) trie steps (one load each, double-array trie); the
+//! per-position table is a reused thread-local buffer, so a call allocates only the output (and
+//! the text of a fused unknown run).
+//!
+//! Words are cached, as the reference caches them: the result is a pure function of the word
+//! (the reference, too, runs Viterbi on each pre-tokenized word alone), so replaying a cached
+//! segmentation is exact. Only results without a carried value are cached (a fused unknown
+//! run carries its text); the tokens are stored as (id, start, end), so byte-fallback tokens
+//! keep their shared span.
 
 use super::trie::Trie;
 use super::{Model, Token};
@@ -21,9 +28,122 @@ use ahash::AHashMap;
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 const UNK_PENALTY: f64 = 10.0;
 const NO_START: u32 = u32::MAX;
+
+/// Words shorter than this (in bytes) are cached; offsets then fit in a byte.
+const CACHE_MAX_WORD: usize = 256;
+const CACHE_SHARDS: usize = 16;
+/// Entries per shard; a full shard stops taking new words (memory stays bounded).
+const CACHE_PER_SHARD: usize = 4096;
+
+/// One cached token: id and its byte span inside the word.
+#[derive(Clone, Copy)]
+struct Cached {
+    id: u32,
+    start: u8,
+    end: u8,
+}
+
+/// Where one word's key bytes and tokens sit in its shard's slabs.
+#[derive(Clone, Copy)]
+struct Entry {
+    key: u32,
+    key_len: u32,
+    toks: u32,
+    toks_len: u32,
+}
+
+/// One shard: a map from the word's 64-bit hash to its entry; keys and tokens live in two
+/// growing slabs rather than in two small heap blocks per word, which (kept alive among the
+/// pipeline's short-lived blocks) fragmented the allocator and slowed every later malloc.
+/// A lookup compares the stored key bytes, so a hash collision is a miss, never a wrong hit.
+#[derive(Default)]
+struct ShardData {
+    index: AHashMap<u64, u32>,
+    entries: Vec<Entry>,
+    keys: Vec<u8>,
+    toks: Vec<Cached>,
+}
+
+/// A bounded word cache. Sharded and `try_lock` only: under contention (or after a `fork`
+/// that left a shard locked) a thread simply recomputes instead of waiting.
+struct WordCache {
+    hasher: ahash::RandomState,
+    shards: Box<[Mutex<ShardData>]>,
+}
+
+impl WordCache {
+    fn new() -> Self {
+        WordCache {
+            hasher: ahash::RandomState::new(),
+            shards: (0..CACHE_SHARDS)
+                .map(|_| Mutex::new(ShardData::default()))
+                .collect(),
+        }
+    }
+
+    fn hash(&self, word: &str) -> u64 {
+        self.hasher.hash_one(word.as_bytes())
+    }
+
+    fn shard(&self, h: u64) -> Option<&Mutex<ShardData>> {
+        self.shards.get((h >> 59) as usize % CACHE_SHARDS)
+    }
+
+    fn get(&self, h: u64, word: &str, out: &mut Vec<Token>) -> bool {
+        let Some(Ok(sh)) = self.shard(h).map(Mutex::try_lock) else {
+            return false;
+        };
+        let Some(e) = sh.index.get(&h).and_then(|&i| sh.entries.get(i as usize)) else {
+            return false;
+        };
+        let key = sh.keys.get(e.key as usize..(e.key + e.key_len) as usize);
+        if key != Some(word.as_bytes()) {
+            return false;
+        }
+        let Some(toks) = sh.toks.get(e.toks as usize..(e.toks + e.toks_len) as usize) else {
+            return false;
+        };
+        out.extend(
+            toks.iter()
+                .map(|c| Token::new(c.id, c.start as usize, c.end as usize)),
+        );
+        true
+    }
+
+    fn set(&self, h: u64, word: &str, tokens: &[Token]) {
+        if tokens
+            .iter()
+            .any(|t| t.value.is_some() || t.offsets.1 > 255)
+        {
+            return;
+        }
+        let Some(Ok(mut sh)) = self.shard(h).map(Mutex::try_lock) else {
+            return;
+        };
+        if sh.entries.len() >= CACHE_PER_SHARD || sh.index.contains_key(&h) {
+            return;
+        }
+        let e = Entry {
+            key: sh.keys.len() as u32,
+            key_len: word.len() as u32,
+            toks: sh.toks.len() as u32,
+            toks_len: tokens.len() as u32,
+        };
+        sh.keys.extend_from_slice(word.as_bytes());
+        sh.toks.extend(tokens.iter().map(|t| Cached {
+            id: t.id,
+            start: t.offsets.0 as u8,
+            end: t.offsets.1 as u8,
+        }));
+        let i = sh.entries.len() as u32;
+        sh.entries.push(e);
+        sh.index.insert(h, i);
+    }
+}
 
 pub struct Unigram {
     /// Boxed so the model enum stays small.
@@ -42,6 +162,7 @@ struct UnigramData {
     byte_fallback: bool,
     /// Ids of `<0x00>`..`<0xFF>` when byte fallback is on (`u32::MAX` when absent).
     byte_ids: Box<[u32; 256]>,
+    cache: WordCache,
 }
 
 /// Best path ending at one byte position.
@@ -122,6 +243,7 @@ impl Unigram {
                 unk_id: unk_id.map(|u| u as u32),
                 byte_fallback,
                 byte_ids,
+                cache: WordCache::new(),
             }),
         })
     }
@@ -195,42 +317,48 @@ impl Unigram {
             },
         );
         let unk_score = self.d.min_score - UNK_PENALTY;
+        let scores = &self.d.scores[..];
         let mut pos = 0;
         while pos < n {
+            let Some(row) = best.get_mut(pos..) else {
+                break;
+            };
             // Every character boundary before `pos` has been given a path (or an error was
-            // returned), so `best[pos]` is final here.
-            let here = best[pos].score;
+            // returned), so `row[0]` is final here.
+            let here = row[0].score;
             let char_len = utf8_len(bytes[pos]);
             let mut has_single = false;
-            for (len, id) in self.d.trie.common_prefixes(&bytes[pos..]) {
-                let score = self.d.scores.get(id as usize).copied().unwrap_or(0.0);
-                let cand = here + score;
-                let slot = &mut best[pos + len];
-                if slot.start == NO_START || cand > slot.score {
-                    *slot = Best {
-                        score: cand,
-                        start: pos as u32,
-                        id,
-                    };
+            self.d.trie.for_each_prefix(&bytes[pos..], |len, id| {
+                let cand = here + scores.get(id as usize).copied().unwrap_or(0.0);
+                if let Some(slot) = row.get_mut(len) {
+                    // The `start` test stays: an f64 sum may reach -inf on absurd scores.
+                    if slot.start == NO_START || cand > slot.score {
+                        *slot = Best {
+                            score: cand,
+                            start: pos as u32,
+                            id,
+                        };
+                    }
                 }
                 has_single |= len == char_len;
-            }
+            });
             if !has_single {
                 let cand = here + unk_score;
                 let end = (pos + char_len).min(n);
-                let slot = &mut best[end];
-                if slot.start == NO_START || cand > slot.score {
-                    let id = self.d.unk_id.ok_or_else(|| {
-                        Error::invalid(format!(
-                            "Unigram: cannot tokenize {:?}: the vocabulary has no piece for it and no unk_id",
-                            &piece[pos..end]
-                        ))
-                    })?;
-                    *slot = Best {
-                        score: cand,
-                        start: pos as u32,
-                        id,
-                    };
+                if let Some(slot) = row.get_mut(end - pos) {
+                    if slot.start == NO_START || cand > slot.score {
+                        let id = self.d.unk_id.ok_or_else(|| {
+                            Error::invalid(format!(
+                                "Unigram: cannot tokenize {:?}: the vocabulary has no piece for it and no unk_id",
+                                &piece[pos..end]
+                            ))
+                        })?;
+                        *slot = Best {
+                            score: cand,
+                            start: pos as u32,
+                            id,
+                        };
+                    }
                 }
             }
             pos += char_len;
@@ -263,6 +391,43 @@ impl Unigram {
 
 impl Model for Unigram {
     fn tokenize(&self, piece: &str, out: &mut Vec<Token>) -> Result<()> {
+        if piece.len() < CACHE_MAX_WORD {
+            let h = self.d.cache.hash(piece);
+            if self.d.cache.get(h, piece, out) {
+                return Ok(());
+            }
+            let base = out.len();
+            self.tokenize_uncached(piece, out)?;
+            self.d.cache.set(h, piece, &out[base..]);
+            return Ok(());
+        }
+        self.tokenize_uncached(piece, out)
+    }
+
+    fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.d.token_to_id.get(token).copied()
+    }
+
+    fn id_to_token(&self, id: u32) -> Option<&str> {
+        self.d.pieces.get(id as usize).map(|p| &*p.0)
+    }
+
+    fn vocab_size(&self) -> usize {
+        self.d.pieces.len()
+    }
+
+    fn vocab(&self) -> HashMap<String, u32> {
+        self.d
+            .token_to_id
+            .iter()
+            .map(|(t, &id)| (t.to_string(), id))
+            .collect()
+    }
+}
+
+impl Unigram {
+    /// The segmentation itself, without the cache.
+    fn tokenize_uncached(&self, piece: &str, out: &mut Vec<Token>) -> Result<()> {
         if piece.is_empty() {
             return Ok(());
         }
@@ -308,26 +473,6 @@ impl Model for Unigram {
             Ok(())
         })
     }
-
-    fn token_to_id(&self, token: &str) -> Option<u32> {
-        self.d.token_to_id.get(token).copied()
-    }
-
-    fn id_to_token(&self, id: u32) -> Option<&str> {
-        self.d.pieces.get(id as usize).map(|p| &*p.0)
-    }
-
-    fn vocab_size(&self) -> usize {
-        self.d.pieces.len()
-    }
-
-    fn vocab(&self) -> HashMap<String, u32> {
-        self.d
-            .token_to_id
-            .iter()
-            .map(|(t, &id)| (t.to_string(), id))
-            .collect()
-    }
 }
 
 #[cfg(test)]
@@ -356,6 +501,114 @@ mod tests {
             .iter()
             .map(|t| s[t.offsets.0..t.offsets.1].to_string())
             .collect()
+    }
+
+    /// The forward pass as it was before the speed work: a naive prefix search (every length,
+    /// looked up in a map holding the last id of each piece) and the same update rules.
+    fn reference_forward(m: &Unigram, piece: &str) -> Result<Vec<(u64, u32, u32)>> {
+        let bytes = piece.as_bytes();
+        let n = bytes.len();
+        let mut best = vec![(0.0f64, NO_START, 0u32); n + 1];
+        let unk_score = m.d.min_score - UNK_PENALTY;
+        let max_len = m.d.token_to_id.keys().map(|k| k.len()).max().unwrap_or(0);
+        let mut pos = 0;
+        while pos < n {
+            let here = best[pos].0;
+            let char_len = utf8_len(bytes[pos]);
+            let mut has_single = false;
+            for len in 1..=(n - pos).min(max_len) {
+                let Ok(sub) = std::str::from_utf8(&bytes[pos..pos + len]) else {
+                    continue;
+                };
+                let Some(&id) = m.d.token_to_id.get(sub) else {
+                    continue;
+                };
+                let cand = here + m.d.scores[id as usize];
+                let slot = &mut best[pos + len];
+                if slot.1 == NO_START || cand > slot.0 {
+                    *slot = (cand, pos as u32, id);
+                }
+                has_single |= len == char_len;
+            }
+            if !has_single {
+                let cand = here + unk_score;
+                let end = (pos + char_len).min(n);
+                let slot = &mut best[end];
+                if slot.1 == NO_START || cand > slot.0 {
+                    let id = m.d.unk_id.ok_or_else(|| Error::invalid("no unk_id"))?;
+                    *slot = (cand, pos as u32, id);
+                }
+            }
+            pos += char_len;
+        }
+        Ok(best.iter().map(|b| (b.0.to_bits(), b.1, b.2)).collect())
+    }
+
+    #[test]
+    fn forward_and_cache_agree_with_the_reference_on_generated_vocabularies() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        // `z` and `𝔸` never are single pieces (unknown nodes); scores from a short list make
+        // exact ties frequent; some vocabularies have byte pieces, some no unk_id (errors).
+        let alphabet = ["a", "b", "c", "▁", "é", "z", "𝔸", "ab", "<unk>"];
+        let score_list = [-1.0f64, -2.0, -3.0, -0.5, -1.5, -4.25, 0.0, -1e-12];
+        for round in 0..80 {
+            let mut vocab = vec![("<unk>".to_string(), -2.0)];
+            for _ in 0..(next(40) + 5) {
+                let piece: String = (0..next(4) + 1)
+                    .map(|_| alphabet[next(alphabet.len() as u64) as usize])
+                    .collect();
+                if piece == "z" || piece == "𝔸" {
+                    continue;
+                }
+                vocab.push((piece, score_list[next(score_list.len() as u64) as usize]));
+            }
+            let byte_fallback = round % 3 == 1;
+            if byte_fallback {
+                for b in 0..=255u32 {
+                    if next(8) != 0 {
+                        vocab.push((format!("<0x{b:02X}>"), -7.0));
+                    }
+                }
+            }
+            let unk = (round % 4 != 3).then_some(0);
+            let m = Unigram::new(vocab, unk, byte_fallback).unwrap();
+            for t in 0..60 {
+                let chars = if t == 0 { 400 } else { next(12) };
+                let word: String = (0..chars)
+                    .map(|_| alphabet[next(alphabet.len() as u64) as usize])
+                    .collect();
+                // The forward table, position by position and bit for bit.
+                let mut best = Vec::new();
+                let got = m.forward(&word, &mut best).map(|()| {
+                    best.iter()
+                        .map(|b| (b.score.to_bits(), b.start, b.id))
+                        .collect::<Vec<_>>()
+                });
+                let want = reference_forward(&m, &word);
+                assert_eq!(got.is_ok(), want.is_ok(), "round {round} {word:?}");
+                if let (Ok(g), Ok(w)) = (&got, &want) {
+                    assert_eq!(g, w, "round {round} {word:?}");
+                }
+                // Cached (first call fills, second replays) against uncached.
+                let mut plain = Vec::new();
+                let plain_r = m.tokenize_uncached(&word, &mut plain);
+                for _ in 0..2 {
+                    let mut cached = vec![Token::new(7, 0, 0)];
+                    let r = m.tokenize(&word, &mut cached);
+                    assert_eq!(r.is_ok(), plain_r.is_ok());
+                    if r.is_ok() {
+                        assert_eq!(cached[0], Token::new(7, 0, 0));
+                        assert_eq!(&cached[1..], &plain[..], "round {round} {word:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

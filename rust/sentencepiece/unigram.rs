@@ -6,8 +6,12 @@
 //! float32 sum of the best score at its start and the piece's score (a user-defined piece
 //! scores `0.1 * (len_bytes - 1)`), and strict `>` keeps the earliest start on ties. Scores are
 //! re-centred when they pass ±1e5. (0.2.1 computed candidates in double and gave user-defined
-//! pieces `len * max_score - 0.1`; the installed 0.2.3 oracle does neither.) UNUSED pieces are never matched; the trie holds NORMAL, USER_DEFINED and
-//! UNUSED pieces, as the reference's does.
+//! pieces `len * max_score - 0.1`; the installed 0.2.3 oracle does neither.) UNUSED pieces are
+//! never matched.
+//!
+//! Speed without changing a bit of that: the prefix search is the crate's double-array trie
+//! (one load per byte), a match costs one score load and one compare (`-inf` marks unreached
+//! positions), and the lattice is a reused per-thread buffer of 12-byte cells.
 
 use super::normalizer::one_char_len;
 use super::trie::ByteTrie;
@@ -18,10 +22,10 @@ const UNK_PENALTY: f32 = 10.0;
 
 #[derive(Debug, Clone)]
 pub struct SpUnigram {
+    /// The matchable pieces (NORMAL and USER_DEFINED) → id.
     trie: ByteTrie,
-    /// Per id: score and kind flags.
-    scores: Vec<f32>,
-    kinds: Vec<PieceType>,
+    /// Per id: the score a match adds (a user-defined piece's length bonus already applied).
+    match_scores: Vec<f32>,
     unk_id: u32,
     min_score: f32,
 }
@@ -53,22 +57,52 @@ impl SpUnigram {
                 "sentencepiece Unigram model: no pieces are loaded",
             ));
         }
+        // The reference's trie holds UNUSED pieces too but skips them when they match. Resolve
+        // repeated keys first (the last id wins, as in the trie), then leave the UNUSED ones
+        // out: the walk still passes through their nodes to longer keys, so the matches it
+        // reports are exactly the reference's minus the skipped ones.
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+        entries.dedup_by(|later, earlier| {
+            if later.0 == earlier.0 {
+                earlier.1 = later.1;
+                true
+            } else {
+                false
+            }
+        });
+        entries.retain(|&(_, id)| {
+            pieces
+                .get(id as usize)
+                .is_some_and(|p| p.kind != PieceType::Unused)
+        });
+        // A user-defined piece scores 0.1 per byte beyond the first (computed in double,
+        // stored as float), whatever its own score.
+        let match_scores = pieces
+            .iter()
+            .map(|p| match p.kind {
+                PieceType::UserDefined => (0.1f64 * (p.piece.len() as f64 - 1.0)) as f32,
+                _ => p.score,
+            })
+            .collect();
         Ok(SpUnigram {
             trie: ByteTrie::build(entries),
-            scores: pieces.iter().map(|p| p.score).collect(),
-            kinds: pieces.iter().map(|p| p.kind).collect(),
+            match_scores,
             unk_id,
             min_score,
         })
     }
 }
 
+/// The best path ending at one byte position.
 #[derive(Clone, Copy)]
 struct Best {
-    id: u32,
+    /// `-inf` until a path reaches this position. Every candidate is finite (scores are
+    /// finite and the running score stays within ±1e5 by re-centring), so `cand > score`
+    /// alone says "unreached or strictly better", as the reference's two tests do.
     score: f32,
-    /// `usize::MAX` until a path reaches this position.
-    start: usize,
+    /// Start of the last piece; `u32::MAX` while unreached.
+    start: u32,
+    id: u32,
 }
 
 /// Path scores are re-centred on the current one when it leaves ±1e5, as the reference
@@ -85,9 +119,18 @@ impl Segmenter for SpUnigram {
         if n == 0 {
             return Ok(());
         }
+        if n >= u32::MAX as usize {
+            return Err(Error::invalid(
+                "sentencepiece Unigram: input longer than 4 GiB",
+            ));
+        }
         LATTICE.with(|cell| {
             let mut best = cell.take();
             let r = self.segment_into(bytes, &mut best, out);
+            if best.capacity() > (1 << 20) && n < (1 << 16) {
+                // Do not keep a huge buffer alive for one outsized input.
+                best = Vec::new();
+            }
             cell.set(best);
             r
         })
@@ -112,78 +155,79 @@ impl SpUnigram {
         best.resize(
             n + 1,
             Best {
+                score: f32::NEG_INFINITY,
+                start: u32::MAX,
                 id: self.unk_id,
-                score: 0.0,
-                start: usize::MAX,
             },
         );
-        let mut max_frontier = 0usize;
+        if let Some(b) = best.first_mut() {
+            b.score = 0.0;
+        }
+        let scores = &self.match_scores[..];
+        // The furthest position any candidate has reached (what re-centring must cover).
+        let mut frontier = 0usize;
         let mut s = 0usize;
         while s < n {
-            let mut till = best[s].score;
+            let Some(row) = best.get_mut(s..) else { break };
+            let mut till = row[0].score;
             if !(-SCORE_RESET_THRESHOLD..=SCORE_RESET_THRESHOLD).contains(&till) {
+                // Unreached positions stay -inf, as the reference leaves them untouched.
                 let offset = till;
-                let hi = max_frontier.max(s);
-                for (k, b) in best[s..=hi].iter_mut().enumerate() {
-                    if k == 0 || b.start != usize::MAX {
-                        b.score -= offset;
-                    }
+                let hi = frontier.max(s) - s;
+                for b in row.iter_mut().take(hi + 1) {
+                    b.score -= offset;
                 }
                 till = 0.0;
             }
             let mblen = one_char_len(bytes[s]).min(n - s);
             let mut has_single = false;
+            let mut longest = 0usize;
             self.trie.for_each_prefix(&bytes[s..], |len, id| {
-                let kind = self.kinds[id as usize];
-                if kind == PieceType::Unused {
-                    return;
+                let cand = scores.get(id as usize).copied().unwrap_or(0.0) + till;
+                if let Some(t) = row.get_mut(len) {
+                    if cand > t.score {
+                        *t = Best {
+                            score: cand,
+                            start: s as u32,
+                            id,
+                        };
+                    }
                 }
-                max_frontier = max_frontier.max(s + len);
-                // A user-defined piece scores 0.1 per byte beyond the first (computed in
-                // double, stored as float), whatever its own score.
-                let score = if kind == PieceType::UserDefined {
-                    (0.1f64 * (len as f64 - 1.0)) as f32
-                } else {
-                    self.scores[id as usize]
-                };
-                let cand = score + till;
-                let t = &mut best[s + len];
-                if t.start == usize::MAX || cand > t.score {
-                    t.score = cand;
-                    t.start = s;
-                    t.id = id;
-                }
-                if len == mblen {
-                    has_single = true;
-                }
+                has_single |= len == mblen;
+                longest = len;
             });
             if !has_single {
-                max_frontier = max_frontier.max(s + mblen);
+                longest = longest.max(mblen);
                 let cand = unk_score + till;
-                let t = &mut best[s + mblen];
-                if t.start == usize::MAX || cand > t.score {
-                    t.score = cand;
-                    t.start = s;
-                    t.id = self.unk_id;
+                if let Some(t) = row.get_mut(mblen) {
+                    if cand > t.score {
+                        *t = Best {
+                            score: cand,
+                            start: s as u32,
+                            id: self.unk_id,
+                        };
+                    }
                 }
             }
+            frontier = frontier.max(s + longest);
             s += mblen;
         }
         let first = out.len();
         let mut end = n;
         while end > 0 {
             let b = best[end];
-            if b.start >= end {
+            let start = b.start as usize;
+            if start >= end {
                 return Err(Error::invalid(
                     "sentencepiece Unigram: unreachable position in the lattice",
                 ));
             }
             out.push(SpPiece {
                 id: b.id,
-                start: b.start,
+                start,
                 end,
             });
-            end = b.start;
+            end = start;
         }
         out[first..].reverse();
         Ok(())
@@ -215,6 +259,168 @@ mod tests {
     }
 
     use PieceType::*;
+
+    /// The segmentation as it was written before the speed work (and as the reference reads):
+    /// a naive prefix search over every piece, UNUSED matches skipped inside the loop, the
+    /// unreached test on `start`, the frontier raised per match.
+    fn reference(pieces: &[PieceEntry], unk_id: u32, text: &str) -> Vec<(u32, usize, usize)> {
+        use std::collections::HashMap;
+        let mut dict: HashMap<&[u8], u32> = HashMap::new();
+        let mut min_score = f32::MAX;
+        for (i, p) in pieces.iter().enumerate() {
+            if p.kind == Normal && p.score < min_score {
+                min_score = p.score;
+            }
+            if matches!(p.kind, Normal | UserDefined | Unused) {
+                dict.insert(p.piece.as_bytes(), i as u32);
+            }
+        }
+        let max_len = dict.keys().map(|k| k.len()).max().unwrap_or(0);
+        let bytes = text.as_bytes();
+        let n = bytes.len();
+        #[derive(Clone, Copy)]
+        struct B {
+            id: u32,
+            score: f32,
+            start: usize,
+        }
+        let mut best = vec![
+            B {
+                id: unk_id,
+                score: 0.0,
+                start: usize::MAX
+            };
+            n + 1
+        ];
+        let mut max_frontier = 0usize;
+        let mut s = 0;
+        while s < n {
+            let mut till = best[s].score;
+            if !(-SCORE_RESET_THRESHOLD..=SCORE_RESET_THRESHOLD).contains(&till) {
+                let offset = till;
+                let hi = max_frontier.max(s);
+                for (k, b) in best[s..=hi].iter_mut().enumerate() {
+                    if k == 0 || b.start != usize::MAX {
+                        b.score -= offset;
+                    }
+                }
+                till = 0.0;
+            }
+            let mblen = one_char_len(bytes[s]).min(n - s);
+            let mut has_single = false;
+            for len in 1..=(n - s).min(max_len) {
+                let Some(&id) = dict.get(&bytes[s..s + len]) else {
+                    continue;
+                };
+                let kind = pieces[id as usize].kind;
+                if kind == Unused {
+                    continue;
+                }
+                max_frontier = max_frontier.max(s + len);
+                let score = if kind == UserDefined {
+                    (0.1f64 * (len as f64 - 1.0)) as f32
+                } else {
+                    pieces[id as usize].score
+                };
+                let cand = score + till;
+                let t = &mut best[s + len];
+                if t.start == usize::MAX || cand > t.score {
+                    *t = B {
+                        id,
+                        score: cand,
+                        start: s,
+                    };
+                }
+                has_single |= len == mblen;
+            }
+            if !has_single {
+                max_frontier = max_frontier.max(s + mblen);
+                let cand = min_score - UNK_PENALTY + till;
+                let t = &mut best[s + mblen];
+                if t.start == usize::MAX || cand > t.score {
+                    *t = B {
+                        id: unk_id,
+                        score: cand,
+                        start: s,
+                    };
+                }
+            }
+            s += mblen;
+        }
+        let mut out = vec![];
+        let mut end = n;
+        while end > 0 {
+            let b = best[end];
+            out.push((b.id, b.start, end));
+            end = b.start;
+        }
+        out.reverse();
+        out
+    }
+
+    #[test]
+    fn agrees_with_the_reference_loop_on_generated_vocabularies() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        // A few characters (one to four bytes); `z` and `𝔸` are never single pieces, so
+        // unknown nodes occur. Scores come from a short list so exact ties are frequent, and
+        // the large ones push path scores past ±1e5 to exercise re-centring.
+        let alphabet = ["a", "b", "c", "▁", "é", "z", "𝔸", "ab"];
+        let score_list = [
+            -1.0f32, -2.0, -3.0, -0.5, -1.5, -4.25, 0.0, -60000.0, -33333.3, 0.003,
+        ];
+        for round in 0..60 {
+            let mut pieces = vec![PieceEntry {
+                piece: "<unk>".into(),
+                score: 0.0,
+                kind: Unknown,
+            }];
+            let mut seen = std::collections::HashSet::new();
+            let big = round % 3 == 0;
+            for _ in 0..(next(40) + 5) {
+                let len = next(4) + 1;
+                let piece: String = (0..len)
+                    .map(|_| alphabet[next(alphabet.len() as u64) as usize])
+                    .collect();
+                if piece.starts_with('z') && piece.len() == 1
+                    || piece == "𝔸"
+                    || !seen.insert(piece.clone())
+                {
+                    continue;
+                }
+                let kind = match next(10) {
+                    0 => UserDefined,
+                    1 => Unused,
+                    _ => Normal,
+                };
+                let k = if big { score_list.len() } else { 7 };
+                pieces.push(PieceEntry {
+                    piece,
+                    score: score_list[next(k as u64) as usize],
+                    kind,
+                });
+            }
+            if !pieces.iter().any(|p| p.kind != Unknown && p.kind != Unused) {
+                continue;
+            }
+            let m = SpUnigram::new(&pieces, 0).unwrap();
+            for t in 0..40 {
+                let chars = if t == 0 { 3000 } else { next(60) };
+                let text: String = (0..chars)
+                    .map(|_| alphabet[next(alphabet.len() as u64) as usize])
+                    .collect();
+                let mut out = vec![];
+                m.segment(&text, &mut out).unwrap();
+                let got: Vec<_> = out.iter().map(|p| (p.id, p.start, p.end)).collect();
+                assert_eq!(got, reference(&pieces, 0, &text), "round {round} {text:?}");
+            }
+        }
+    }
 
     #[test]
     fn best_path_and_earliest_start_on_ties() {
