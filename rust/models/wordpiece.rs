@@ -153,8 +153,13 @@ impl WordPiece {
     ) -> Self {
         let (vocab, vocab_r, shared_ids) = build_vocab(vocab);
         let prefix: String = continuing_subword_prefix.into();
-        let first = Trie::from_pairs(vocab.iter().map(|(t, &id)| (t.as_bytes(), id)));
-        let rest = Trie::from_pairs(vocab.iter().filter_map(|(t, &id)| {
+        // Keys go in sorted, so the trie's nodes are numbered in depth-first order: a walk
+        // along a word reads nearby memory instead of nodes scattered in hash order. The
+        // content (each key and its id) is the same in any order, keys being distinct.
+        let mut keys: Vec<(&str, u32)> = vocab.iter().map(|(t, &id)| (t.as_str(), id)).collect();
+        keys.sort_unstable();
+        let first = Trie::from_pairs(keys.iter().map(|&(t, id)| (t.as_bytes(), id)));
+        let rest = Trie::from_pairs(keys.iter().filter_map(|&(t, id)| {
             t.strip_prefix(prefix.as_str())
                 .map(|suffix| (suffix.as_bytes(), id))
         }));
