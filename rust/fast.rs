@@ -1,12 +1,12 @@
 //! Fast paths for common pipelines, exact by construction.
 //!
 //! The general pipeline builds a `NormalizedString` (text plus a per-byte alignment) for every
-//! word. For the pipelines most users run, almost all text is ASCII words between ASCII
-//! whitespace, where every stage is the identity or a byte-for-byte map. A fast path cuts the
-//! text at ASCII whitespace into chunks; an ASCII chunk is normalized and split right here,
-//! without alignments; any other chunk goes through the general pipeline on its own. This is
-//! exact only when the general pipeline is *chunk-separable* at ASCII whitespace (no stage looks
-//! across a whitespace character), which `FastPath::detect` checks from the configuration.
+//! word. The BERT fast path cuts the text at ASCII whitespace into chunks, which is exact
+//! because the pipeline is *chunk-separable* there (no stage looks across a whitespace
+//! character). A printable-ASCII chunk is normalized and split in place (its offsets are the
+//! input's); any other chunk runs the normalizer's stages in order on a scratch buffer, with a
+//! per-byte alignment kept only when offsets are asked for. `FastPath::detect` checks the
+//! configuration.
 
 use serde_json::Value;
 
