@@ -342,9 +342,13 @@ impl BertFlags {
                 sink.push(if lowercase { c.to_ascii_lowercase() } else { c }, a, f)
             }
         };
-        if self.strip_accents && !plain {
-            use unicode_categories::UnicodeCategories;
-            use unicode_normalization_alignments::UnicodeNormalization;
+        use unicode_categories::UnicodeCategories;
+        use unicode_normalization_alignments::{is_nfd_quick, IsNormalized, UnicodeNormalization};
+        let strip = self.strip_accents && !plain;
+        // Text the quick check finds in NFD comes back from NFD char for char with change 0
+        // (nothing decomposes, the marks are already in order): the identity, so only the
+        // mark removal remains.
+        if strip && is_nfd_quick(chars.iter().copied()) != IsNormalized::Yes {
             // NFD as the general `transform` aligns it: a char with change 0 takes the range
             // of the next source char (positionally, so reordered marks swap ranges), one with
             // change 1 the range of the source char consumed last.
@@ -369,6 +373,9 @@ impl BertFlags {
             }
         } else {
             for (j, &c) in chars.iter().enumerate() {
+                if strip && !c.is_ascii() && c.is_mark_nonspacing() {
+                    continue;
+                }
                 let a = char_align.get(j).copied().unwrap_or((0, 0));
                 out(c, a, &mut sink)?;
             }
