@@ -1,21 +1,21 @@
 //! Fast paths for common pipelines, exact by construction.
 //!
 //! The general pipeline builds a `NormalizedString` (text plus a per-byte alignment) for every
-//! word. For the pipelines most users run, almost all text is ASCII words between ASCII
-//! whitespace, where every stage is the identity or a byte-for-byte map. A fast path cuts the
-//! text at ASCII whitespace into chunks; an ASCII chunk is normalized and split right here,
-//! without alignments; any other chunk goes through the general pipeline on its own. This is
-//! exact only when the general pipeline is *chunk-separable* at ASCII whitespace (no stage looks
-//! across a whitespace character), which `FastPath::detect` checks from the configuration.
+//! word. The BERT fast path cuts the text at ASCII whitespace into chunks, which is exact
+//! because the pipeline is *chunk-separable* there (no stage looks across a whitespace
+//! character). A printable-ASCII chunk is normalized and split in place (its offsets are the
+//! input's); any other chunk runs the normalizer's stages in order on a scratch buffer, with a
+//! per-byte alignment kept only when offsets are asked for. `FastPath::detect` checks the
+//! configuration.
 
 use serde_json::Value;
 
 /// What the fast path knows about the pipeline's normalizer and pre-tokenizer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FastPath {
-    /// BertNormalizer (any flags) + BertPreTokenizer: ASCII words are lowercased (if asked)
-    /// and split at ASCII punctuation, each punctuation character a word of its own.
-    Bert { lowercase: bool },
+    /// BertNormalizer (any flags) + BertPreTokenizer: every word is normalized and split right
+    /// here, printable ASCII in place, anything else through a per-chunk scratch buffer.
+    Bert(BertFlags),
     /// No normalizer + the ByteLevel pre-tokenizer (GPT-2, RoBERTa, Phi-2, Whisper): for ids,
     /// each regex word is mapped to byte-level characters in a scratch buffer and handed to the
     /// model, with no alignment kept.
@@ -136,41 +136,104 @@ impl FastPath {
         {
             return None;
         }
-        let lowercase = norm
-            .get("lowercase")
-            .and_then(Value::as_bool)
-            .unwrap_or(true);
-        Some(FastPath::Bert { lowercase })
+        // The reader has already required these fields; anything unexpected keeps the general
+        // pipeline.
+        let flag = |name: &str| norm.get(name).and_then(Value::as_bool);
+        let lowercase = flag("lowercase")?;
+        let strip_accents = match norm.get("strip_accents") {
+            None | Some(Value::Null) => lowercase,
+            Some(v) => v.as_bool()?,
+        };
+        Some(FastPath::Bert(BertFlags {
+            clean_text: flag("clean_text")?,
+            handle_chinese_chars: flag("handle_chinese_chars")?,
+            strip_accents,
+            lowercase,
+        }))
     }
 }
 
-/// A piece of one input segment, in the order the general pipeline would produce words.
-pub(crate) enum Piece {
-    /// An ASCII word, already normalized into the scratch buffer; `start` is its byte offset
-    /// in the segment (normalized and original bytes correspond one to one).
-    Word { start: usize },
-    /// A chunk the general pipeline must handle: bytes `start..end` of the segment.
-    Slow { start: usize, end: usize },
+/// The BertNormalizer flags, with `strip_accents` already resolved (unset follows `lowercase`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BertFlags {
+    pub(crate) clean_text: bool,
+    pub(crate) handle_chinese_chars: bool,
+    pub(crate) strip_accents: bool,
+    pub(crate) lowercase: bool,
 }
 
-/// The ASCII characters BertNormalizer turns into a space. VT and FF are whitespace but also
-/// controls, and clean_text drops controls first, so they join their neighbours instead.
+/// Reusable buffers for `for_each_piece`, so a word costs no allocation.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    /// The normalized word handed to the callback (when it is not a slice of the input).
+    word: String,
+    /// Per byte of `word`, the original byte range (in the segment) of the character it came
+    /// from; filled only when offsets are asked for.
+    align: Vec<(usize, usize)>,
+    /// A chunk after clean_text and the CJK spacing, before NFD.
+    chars: Vec<char>,
+    /// Per char of `chars`, its original byte range (only when offsets are asked for).
+    char_align: Vec<(usize, usize)>,
+}
+
+/// One word of a segment, in the order the general pipeline produces words.
+pub(crate) struct Piece<'a> {
+    /// Original byte offset (in the segment) of an identity-aligned word.
+    start: usize,
+    /// Per normalized byte, its original byte range in the segment; empty when the word's
+    /// bytes are the original bytes from `start` on.
+    align: &'a [(usize, usize)],
+}
+
+impl Piece<'_> {
+    /// The original byte range, in the segment, of the normalized bytes `a..b` of the word:
+    /// what the general pipeline's `convert_normalized_range` on the word's slice gives (start
+    /// of the first byte's range, end of the last one's; an empty range kept as it is,
+    /// relative to the word's original start).
+    #[inline]
+    pub(crate) fn original(&self, (a, b): (usize, usize)) -> (usize, usize) {
+        let Some(first) = self.align.first() else {
+            return (self.start + a, self.start + b);
+        };
+        if a == b {
+            return (first.0 + a, first.0 + b);
+        }
+        match (
+            self.align.get(a),
+            b.checked_sub(1).and_then(|e| self.align.get(e)),
+        ) {
+            (Some(x), Some(y)) if a < b => (x.0, y.1),
+            // Not reached: model tokens are non-empty ranges inside their word.
+            _ => (first.0 + a, first.0 + b),
+        }
+    }
+}
+
+/// The ASCII characters that are whitespace for BertNormalizer and BertPreTokenizer alike,
+/// with or without clean_text. VT and FF are whitespace but also controls, which clean_text
+/// drops first, so they are left to the chunk walk.
 #[inline]
 fn is_ascii_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
 impl FastPath {
-    /// Walk `segment`, calling `f` for each piece; for `Piece::Word` the normalized word is in
-    /// `word`.
+    /// Walk `segment`, calling `f` with each word the general pipeline would give the model,
+    /// normalized, and its alignment (kept only when `offsets` is set).
+    ///
+    /// Exact because every stage is *chunk-separable* at ASCII whitespace: clean_text, the CJK
+    /// spacing and lowercasing look at one character at a time; NFD reorders combining marks
+    /// only between starters (the whitespace is one); the pre-tokenizer drops that whitespace.
+    /// Inside a chunk the stages run in the normalizer's order, on the same tables.
     pub(crate) fn for_each_piece<E>(
         &self,
         segment: &str,
-        word: &mut String,
-        mut f: impl FnMut(Piece, &str) -> Result<(), E>,
+        s: &mut Scratch,
+        offsets: bool,
+        mut f: impl FnMut(Piece<'_>, &str) -> Result<(), E>,
     ) -> Result<(), E> {
-        let FastPath::Bert { lowercase } = *self else {
-            // Only the BERT path walks pieces with offsets; callers check `has_offsets`.
+        let FastPath::Bert(flags) = *self else {
+            // Only the BERT path walks pieces; callers check `has_offsets`.
             return Ok(());
         };
         let bytes = segment.as_bytes();
@@ -182,36 +245,233 @@ impl FastPath {
             }
             let start = i;
             let mut simple = true;
-            while i < bytes.len() && !is_ascii_ws(bytes[i]) {
-                let b = bytes[i];
-                // Non-ASCII, and ASCII controls (which clean_text drops), take the slow road.
-                if !(0x21..0x7f).contains(&b) {
-                    simple = false;
+            while let Some(&b) = bytes.get(i) {
+                if is_ascii_ws(b) {
+                    break;
                 }
+                // Non-ASCII, and ASCII controls (which clean_text drops), take the chunk walk.
+                simple &= (0x21..0x7f).contains(&b);
                 i += 1;
             }
-            if !simple {
-                f(Piece::Slow { start, end: i }, word)?;
+            // `start` and `i` are at ASCII bytes or the ends: char boundaries.
+            let Some(chunk) = segment.get(start..i) else {
                 continue;
-            }
-            let mut w = start;
-            for j in start..i {
-                if bytes[j].is_ascii_punctuation() {
-                    if w < j {
-                        fill(word, &bytes[w..j], lowercase);
-                        f(Piece::Word { start: w }, word)?;
-                    }
-                    fill(word, &bytes[j..j + 1], false);
-                    f(Piece::Word { start: j }, word)?;
-                    w = j + 1;
-                }
-            }
-            if w < i {
-                fill(word, &bytes[w..i], lowercase);
-                f(Piece::Word { start: w }, word)?;
+            };
+            if simple {
+                ascii_chunk(chunk, start, flags.lowercase, &mut s.word, &mut f)?;
+            } else {
+                flags.chunk(chunk, start, s, offsets, &mut f)?;
             }
         }
         Ok(())
+    }
+}
+
+/// A chunk of printable ASCII: every stage is the identity or a byte-for-byte map, so words
+/// are runs between punctuation and offsets are the input's.
+#[inline]
+fn ascii_chunk<E>(
+    chunk: &str,
+    base: usize,
+    lowercase: bool,
+    word: &mut String,
+    f: &mut impl FnMut(Piece<'_>, &str) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut emit = |a: usize, b: usize| -> Result<(), E> {
+        let Some(w) = chunk.get(a..b) else {
+            return Ok(());
+        };
+        let piece = Piece {
+            start: base + a,
+            align: &[],
+        };
+        if lowercase && w.bytes().any(|c| c.is_ascii_uppercase()) {
+            word.clear();
+            word.push_str(w);
+            word.make_ascii_lowercase();
+            f(piece, word)
+        } else {
+            f(piece, w)
+        }
+    };
+    let mut w = 0;
+    for (j, b) in chunk.bytes().enumerate() {
+        if b.is_ascii_punctuation() {
+            if w < j {
+                emit(w, j)?;
+            }
+            emit(j, j + 1)?;
+            w = j + 1;
+        }
+    }
+    if w < chunk.len() {
+        emit(w, chunk.len())?;
+    }
+    Ok(())
+}
+
+/// Collects the characters of one word and hands it over at each boundary.
+struct WordSink<'a> {
+    word: &'a mut String,
+    align: &'a mut Vec<(usize, usize)>,
+    offsets: bool,
+}
+
+impl WordSink<'_> {
+    /// One normalized character, with the original range it aligns to: the pre-tokenizer
+    /// drops whitespace and isolates punctuation, as BertPreTokenizer does.
+    #[inline]
+    fn push<E>(
+        &mut self,
+        c: char,
+        a: (usize, usize),
+        f: &mut impl FnMut(Piece<'_>, &str) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if crate::text::unicode::is_whitespace(c) {
+            return self.flush(f);
+        }
+        if crate::pre_tokenizers::bert::is_bert_punctuation(c) {
+            self.flush(f)?;
+            self.add(c, a);
+            return self.flush(f);
+        }
+        self.add(c, a);
+        Ok(())
+    }
+
+    #[inline]
+    fn add(&mut self, c: char, a: (usize, usize)) {
+        self.word.push(c);
+        if self.offsets {
+            self.align.extend(std::iter::repeat_n(a, c.len_utf8()));
+        }
+    }
+
+    fn flush<E>(&mut self, f: &mut impl FnMut(Piece<'_>, &str) -> Result<(), E>) -> Result<(), E> {
+        if self.word.is_empty() {
+            return Ok(());
+        }
+        let r = f(
+            Piece {
+                start: 0,
+                align: self.align,
+            },
+            self.word,
+        );
+        self.word.clear();
+        self.align.clear();
+        r
+    }
+}
+
+impl BertFlags {
+    /// A chunk with non-ASCII or control characters, through the normalizer's stages in order.
+    fn chunk<E>(
+        &self,
+        chunk: &str,
+        base: usize,
+        s: &mut Scratch,
+        offsets: bool,
+        f: &mut impl FnMut(Piece<'_>, &str) -> Result<(), E>,
+    ) -> Result<(), E> {
+        use crate::normalizers::bert::{is_bert_whitespace, is_chinese_char, is_removed};
+        let Scratch {
+            word,
+            align,
+            chars,
+            char_align,
+        } = s;
+        chars.clear();
+        char_align.clear();
+        word.clear();
+        align.clear();
+        // Stage 1, one character at a time: clean_text (drop NUL, U+FFFD and controls first,
+        // then whitespace to a space), then the CJK spacing (both spaces align to the
+        // ideograph, as the general rewrite makes them).
+        let mut plain = true;
+        for (b, c) in chunk.char_indices() {
+            let r = (base + b, base + b + c.len_utf8());
+            let c = if self.clean_text {
+                if is_removed(c) {
+                    continue;
+                }
+                if is_bert_whitespace(c) {
+                    ' '
+                } else {
+                    c
+                }
+            } else {
+                c
+            };
+            // Below U+00C0 nothing decomposes and every combining class is 0.
+            plain &= (c as u32) < 0xC0;
+            if self.handle_chinese_chars && is_chinese_char(c) {
+                chars.extend([' ', c, ' ']);
+                if offsets {
+                    char_align.extend([r, r, r]);
+                }
+            } else {
+                chars.push(c);
+                if offsets {
+                    char_align.push(r);
+                }
+            }
+        }
+        let mut sink = WordSink {
+            word,
+            align,
+            offsets,
+        };
+        let lowercase = self.lowercase;
+        let mut out = |c: char, a: (usize, usize), sink: &mut WordSink<'_>| -> Result<(), E> {
+            if lowercase && !c.is_ascii() {
+                for l in crate::text::unicode::to_lowercase(c) {
+                    sink.push(l, a, f)?;
+                }
+                Ok(())
+            } else {
+                sink.push(if lowercase { c.to_ascii_lowercase() } else { c }, a, f)
+            }
+        };
+        use unicode_categories::UnicodeCategories;
+        use unicode_normalization_alignments::{is_nfd_quick, IsNormalized, UnicodeNormalization};
+        let strip = self.strip_accents && !plain;
+        // Text the quick check finds in NFD comes back from NFD char for char with change 0
+        // (nothing decomposes, the marks are already in order): the identity, so only the
+        // mark removal remains.
+        if strip && is_nfd_quick(chars.iter().copied()) != IsNormalized::Yes {
+            // NFD as the general `transform` aligns it: a char with change 0 takes the range
+            // of the next source char (positionally, so reordered marks swap ranges), one with
+            // change 1 the range of the source char consumed last.
+            let mut k = 0usize;
+            for (c, change) in chars.iter().copied().nfd() {
+                let a = if !offsets {
+                    (0, 0)
+                } else if change <= 0 {
+                    k += 1;
+                    char_align.get(k - 1).copied().unwrap_or((0, 0))
+                } else {
+                    k.checked_sub(1)
+                        .and_then(|p| char_align.get(p))
+                        .copied()
+                        .unwrap_or((0, 0))
+                };
+                // strip_accents drops the nonspacing marks NFD leaves.
+                if !c.is_ascii() && c.is_mark_nonspacing() {
+                    continue;
+                }
+                out(c, a, &mut sink)?;
+            }
+        } else {
+            for (j, &c) in chars.iter().enumerate() {
+                if strip && !c.is_ascii() && c.is_mark_nonspacing() {
+                    continue;
+                }
+                let a = char_align.get(j).copied().unwrap_or((0, 0));
+                out(c, a, &mut sink)?;
+            }
+        }
+        sink.flush(f)
     }
 }
 
@@ -259,28 +519,31 @@ pub(crate) fn byte_level_string(raw: &[u8], word: &mut String) {
     word.extend(raw.iter().map(|&b| crate::byte_level::byte_to_char(b)));
 }
 
-#[inline]
-fn fill(word: &mut String, src: &[u8], lowercase: bool) {
-    word.clear();
-    // `src` is printable ASCII, so each byte is a char.
-    for &b in src {
-        word.push(if lowercase { b.to_ascii_lowercase() } else { b } as char);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::normalizers::bert::BertNormalizer;
+    use crate::normalizers::Normalizer;
+    use crate::pre_tokenizers::bert::BertPreTokenizer;
+    use crate::pre_tokenizers::PreTokenizer;
+    use crate::text::{NormalizedString, PreTokenizedString, Split};
+    use crate::tokenizer::InputSequence;
+    use crate::Tokenizer;
+
+    const LOWER: BertFlags = BertFlags {
+        clean_text: true,
+        handle_chinese_chars: true,
+        strip_accents: true,
+        lowercase: true,
+    };
 
     fn pieces(text: &str) -> Vec<String> {
         let mut out = Vec::new();
-        let mut word = String::new();
-        FastPath::Bert { lowercase: true }
-            .for_each_piece::<()>(text, &mut word, |p, w| {
-                out.push(match p {
-                    Piece::Word { start } => format!("{w}@{start}"),
-                    Piece::Slow { start, end } => format!("slow:{}", &text[start..end]),
-                });
+        let mut s = Scratch::default();
+        FastPath::Bert(LOWER)
+            .for_each_piece::<()>(text, &mut s, true, |p, w| {
+                let (a, b) = p.original((0, w.len()));
+                out.push(format!("{w}@{a}..{b}"));
                 Ok(())
             })
             .unwrap();
@@ -291,16 +554,196 @@ mod tests {
     fn splits_ascii_words_and_punctuation() {
         assert_eq!(
             pieces("Hey friend!  How?"),
-            vec!["hey@0", "friend@4", "!@10", "how@13", "?@16"]
+            vec![
+                "hey@0..3",
+                "friend@4..10",
+                "!@10..11",
+                "how@13..16",
+                "?@16..17"
+            ]
         );
     }
 
     #[test]
-    fn non_ascii_and_controls_go_slow() {
+    fn non_ascii_words_keep_their_original_span() {
+        // "Café" is 5 bytes; the NUL is dropped and joins its neighbours; 中 stands alone.
         assert_eq!(
-            pieces("a café\u{1}x b"),
-            vec!["a@0", "slow:café\u{1}x", "b@10"]
+            pieces("a Café\u{0}x 中b"),
+            vec!["a@0..1", "cafex@2..9", "中@10..13", "b@13..14"]
         );
-        assert_eq!(pieces("a\u{1}b"), vec!["slow:a\u{1}b"]);
+    }
+
+    /// Characters chosen to break a wrong fast path: accents precomposed and combining (with
+    /// marks of different classes, so NFD reorders them), CJK (unified, compatibility, astral),
+    /// Greek/Cyrillic/Turkish casing, controls and format characters, astral letters and
+    /// symbols, every Unicode whitespace, ASCII and Unicode punctuation.
+    const ALPHABET: &str = concat!(
+        "abcABCxX09é中!.,[]#$'",
+        "\u{301}\u{316}\u{323}\u{344}\u{345}\u{e31}\u{f73}\u{1ebf}\u{1e9e}ÅÉèñü\u{212b}\u{2126}\u{212a}",
+        "\u{f900}\u{2f800}\u{20000}\u{4e00}\u{3400}한가ぁア",
+        "İıIißΣσςΩЖжЁё\u{1c5}ﬁ",
+        "\u{0}\u{1}\u{1f}\u{7f}\u{85}\u{ad}\u{200b}\u{200d}\u{feff}\u{e000}\u{fffd}\u{e0001}",
+        "𝔸😀𐐀𐐨",
+        "\t\n\u{b}\u{c}\r \u{a0}\u{1680}\u{2000}\u{2001}\u{2002}\u{2003}\u{2004}\u{2005}",
+        "\u{2006}\u{2007}\u{2008}\u{2009}\u{200a}\u{2028}\u{2029}\u{202f}\u{205f}\u{3000}",
+        "¿¡«»\u{2014}\u{3002}\u{ff01}§¶\u{55a}"
+    );
+
+    /// Deterministic texts over `ALPHABET` (xorshift, so the test needs no dependency).
+    fn texts(n: usize, seed: u64) -> Vec<String> {
+        let alphabet: Vec<char> = ALPHABET.chars().collect();
+        let mut state = seed | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        (0..n)
+            .map(|_| {
+                let len = (next() % 40) as usize;
+                (0..len)
+                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn all_flags() -> Vec<BertFlags> {
+        (0..16u8)
+            .map(|m| BertFlags {
+                clean_text: m & 1 != 0,
+                handle_chinese_chars: m & 2 != 0,
+                strip_accents: m & 4 != 0,
+                lowercase: m & 8 != 0,
+            })
+            .collect()
+    }
+
+    /// Words and their per-byte original ranges from the general normalizer and pre-tokenizer.
+    fn general(f: BertFlags, text: &str) -> Vec<(String, Vec<(usize, usize)>)> {
+        let norm = BertNormalizer {
+            clean_text: f.clean_text,
+            handle_chinese_chars: f.handle_chinese_chars,
+            strip_accents: Some(f.strip_accents),
+            lowercase: f.lowercase,
+        };
+        let mut n = NormalizedString::from(text);
+        norm.normalize(&mut n).unwrap();
+        let mut pts = PreTokenizedString::from_splits(vec![Split::from(n)]);
+        BertPreTokenizer.pre_tokenize(&mut pts).unwrap();
+        pts.splits
+            .iter()
+            .map(|s| {
+                let n = &s.normalized;
+                let shift = n.offsets_original().0;
+                let al = n
+                    .alignments()
+                    .iter()
+                    .map(|&(a, b)| (shift.wrapping_add(a), shift.wrapping_add(b)))
+                    .collect();
+                (n.get().to_string(), al)
+            })
+            .collect()
+    }
+
+    fn fast(f: BertFlags, text: &str, offsets: bool) -> Vec<(String, Vec<(usize, usize)>)> {
+        let mut out = Vec::new();
+        let mut s = Scratch::default();
+        FastPath::Bert(f)
+            .for_each_piece::<()>(text, &mut s, offsets, |p, w| {
+                let al = if !offsets {
+                    Vec::new()
+                } else if p.align.is_empty() {
+                    (0..w.len())
+                        .map(|i| (p.start + i, p.start + i + 1))
+                        .collect()
+                } else {
+                    p.align.to_vec()
+                };
+                out.push((w.to_string(), al));
+                Ok(())
+            })
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn words_and_alignments_equal_general_pipeline() {
+        for f in all_flags() {
+            for t in texts(3000, 0x2545_f491_4f6c_dd1d) {
+                let g = general(f, &t);
+                assert_eq!(fast(f, &t, true), g, "{f:?} {t:?}");
+                let words: Vec<_> = g.into_iter().map(|(w, _)| (w, Vec::new())).collect();
+                assert_eq!(fast(f, &t, false), words, "{f:?} {t:?}");
+            }
+        }
+    }
+
+    /// A WordPiece tokenizer.json whose vocabulary holds single characters of the alphabet and
+    /// their normalized forms (each also as a continuation), so words split inside and tokens'
+    /// offsets go through the alignment; `wrap` puts the normalizer and pre-tokenizer in a
+    /// one-element Sequence, which keeps the same pipeline but no fast path.
+    fn tokenizer(f: BertFlags, wrap: bool) -> Tokenizer {
+        let mut vocab = serde_json::Map::new();
+        for t in [
+            "[UNK]", "[CLS]", "ab", "##bc", "ca", "caf", "##e", "ж", "##ё",
+        ] {
+            let n = vocab.len();
+            vocab.insert(t.to_string(), Value::from(n));
+        }
+        let mut chars: Vec<char> = ALPHABET.chars().collect();
+        for c in ALPHABET.chars() {
+            chars.extend(c.to_lowercase());
+        }
+        for c in chars.into_iter().step_by(2) {
+            for t in [c.to_string(), format!("##{c}")] {
+                let n = vocab.len();
+                vocab.entry(t).or_insert(Value::from(n));
+            }
+        }
+        let mut norm = serde_json::json!({"type": "BertNormalizer", "clean_text": f.clean_text,
+            "handle_chinese_chars": f.handle_chinese_chars, "strip_accents": f.strip_accents,
+            "lowercase": f.lowercase});
+        let mut pre = serde_json::json!({"type": "BertPreTokenizer"});
+        if wrap {
+            norm = serde_json::json!({"type": "Sequence", "normalizers": [norm]});
+            pre = serde_json::json!({"type": "Sequence", "pretokenizers": [pre]});
+        }
+        let json = serde_json::json!({
+            "version": "1.0",
+            "added_tokens": [
+                {"id": 1, "content": "[CLS]", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}
+            ],
+            "normalizer": norm,
+            "pre_tokenizer": pre,
+            "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 12, "vocab": vocab}
+        });
+        assert_eq!(
+            FastPath::detect(&json),
+            (!wrap).then_some(FastPath::Bert(f))
+        );
+        Tokenizer::from_json_str(&json.to_string()).unwrap()
+    }
+
+    #[test]
+    fn encodings_equal_general_pipeline() {
+        for f in all_flags() {
+            let (fast, slow) = (tokenizer(f, false), tokenizer(f, true));
+            for mut t in texts(1500, 0x9e37_79b9_7f4a_7c15) {
+                let mid = t
+                    .char_indices()
+                    .nth(t.chars().count() / 2)
+                    .map_or(0, |x| x.0);
+                t.insert_str(mid, "[CLS]");
+                let a = fast.encode(InputSequence::Raw(&t), None, false).unwrap();
+                let b = slow.encode(InputSequence::Raw(&t), None, false).unwrap();
+                assert_eq!(a, b, "{f:?} {t:?}");
+                let (mut x, mut y) = (Vec::new(), Vec::new());
+                fast.encode_ids(&t, false, &mut x).unwrap();
+                slow.encode_ids(&t, false, &mut y).unwrap();
+                assert_eq!(x, y, "{f:?} {t:?}");
+            }
+        }
     }
 }

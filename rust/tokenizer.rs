@@ -9,7 +9,7 @@ use crate::added_vocabulary::{AddedToken, AddedVocabulary};
 use crate::decoders::Decoder;
 use crate::encoding::{Encoding, PaddingParams, TruncationParams};
 use crate::error::{Error, Result, ResultExt};
-use crate::fast::{FastPath, Piece};
+use crate::fast::{FastPath, Scratch};
 use crate::models::{Model, ModelWrapper, Token};
 use crate::normalizers::Normalizer;
 use crate::pre_tokenizers::PreTokenizer;
@@ -537,17 +537,6 @@ impl Core {
         self.pre_tokenize_and_model(pts)
     }
 
-    /// The general pipeline without added tokens, on a piece of text that has none.
-    fn tokenize_plain(&self, text: &str) -> Result<PreTokenizedString> {
-        let mut n = crate::text::NormalizedString::from(text);
-        if let Some(nz) = &self.normalizer {
-            nz.normalize(&mut n)?;
-        }
-        self.pre_tokenize_and_model(PreTokenizedString::from_splits(vec![
-            crate::text::Split::from(n),
-        ]))
-    }
-
     /// The stages after normalization: split into words, then run the model on each word that
     /// is not an added token yet.
     fn pre_tokenize_and_model(&self, mut pts: PreTokenizedString) -> Result<PreTokenizedString> {
@@ -634,27 +623,16 @@ impl Core {
         }
         if let Some(fp) = self.fast().filter(|f| matches!(f, FastPath::Bert { .. })) {
             let model = self.model.as_model();
-            let mut word = String::new();
+            let mut scratch = Scratch::default();
             let mut toks: Vec<Token> = Vec::new();
             for (id, (s, e)) in self.segments(text) {
                 if let Some(id) = id {
                     out.push(id);
                     continue;
                 }
-                let seg = &text[s..e];
-                fp.for_each_piece(seg, &mut word, |piece, w| {
-                    match piece {
-                        Piece::Word { .. } => {
-                            toks.clear();
-                            model.tokenize(w, &mut toks)?;
-                        }
-                        Piece::Slow { start, end } => {
-                            toks.clear();
-                            for split in self.tokenize_plain(&seg[start..end])?.splits {
-                                toks.extend(split.tokens.unwrap_or_default());
-                            }
-                        }
-                    }
+                fp.for_each_piece(&text[s..e], &mut scratch, false, |_, w| {
+                    toks.clear();
+                    model.tokenize(w, &mut toks)?;
                     out.extend(toks.iter().map(|t| t.id));
                     Ok::<(), Error>(())
                 })?;
@@ -684,7 +662,7 @@ impl Core {
         };
         let model = self.model.as_model();
         if let Some(fp) = self.fast().filter(FastPath::has_offsets) {
-            let mut word = String::new();
+            let mut scratch = Scratch::default();
             let mut toks: Vec<Token> = Vec::new();
             for (id, (s, e)) in self.segments(text) {
                 if let Some(id) = id {
@@ -692,22 +670,14 @@ impl Core {
                     out.word += 1;
                     continue;
                 }
-                let seg = &text[s..e];
-                fp.for_each_piece(seg, &mut word, |piece, w| {
-                    match piece {
-                        Piece::Word { start } => {
-                            toks.clear();
-                            model.tokenize(w, &mut toks)?;
-                            for t in &toks {
-                                out.push_token(model, t, s + start);
-                            }
-                            out.word += 1;
-                        }
-                        Piece::Slow { start, end } => {
-                            let pts = self.tokenize_plain(&seg[start..end])?;
-                            out.push_splits(model, &pts, s + start);
-                        }
+                fp.for_each_piece(&text[s..e], &mut scratch, true, |piece, w| {
+                    toks.clear();
+                    model.tokenize(w, &mut toks)?;
+                    for t in &toks {
+                        let (a, b) = piece.original(t.offsets);
+                        out.push(model, t, (s + a, s + b));
                     }
+                    out.word += 1;
                     Ok::<(), Error>(())
                 })?;
             }

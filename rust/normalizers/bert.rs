@@ -48,8 +48,9 @@ pub fn is_chinese_char(c: char) -> bool {
         | 0x2F800..=0x2FA1F)
 }
 
+/// What clean_text drops: NUL, U+FFFD and the controls.
 #[inline]
-fn is_removed(c: char) -> bool {
+pub(crate) fn is_removed(c: char) -> bool {
     c == '\0' || c == '\u{fffd}' || is_bert_control(c)
 }
 
