@@ -28,6 +28,11 @@ pub(crate) enum FastPath {
     /// pre-tokenizer, or no normalizer and `Metaspace(split: false)` (Mistral). For ids, the
     /// escaped piece is built in a scratch buffer with no alignment kept.
     Meta { prepend: MetaPrepend },
+    /// The T5 / sentencepiece-converted Unigram pipeline: `Precompiled` normalizer, then
+    /// `Sequence[WhitespaceSplit, Metaspace(always, split)]`. For ids, a piece the normalizer
+    /// leaves unchanged (checked per piece) is split at whitespace and each word goes to the
+    /// model as `▁word`; other pieces take the general pipeline.
+    WhitespaceMeta,
 }
 
 /// When the `Meta` path prepends `▁` to a piece.
@@ -98,6 +103,32 @@ fn detect_meta(norm: &Value, pre: &Value) -> Option<FastPath> {
     Some(FastPath::Meta { prepend })
 }
 
+/// `Precompiled` + `Sequence[WhitespaceSplit, Metaspace]` with `▁`, prepending always and
+/// splitting (T5-style documents, old `add_prefix_space: true` or `prepend_scheme: "always"`).
+fn detect_whitespace_meta(norm: &Value, pre: &Value) -> bool {
+    let ty = |v: &Value| v.get("type").and_then(Value::as_str).map(str::to_owned);
+    if ty(norm).as_deref() != Some("Precompiled") || ty(pre).as_deref() != Some("Sequence") {
+        return false;
+    }
+    let Some([ws, meta]) = pre
+        .get("pretokenizers")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+    else {
+        return false;
+    };
+    let always = match (meta.get("prepend_scheme"), meta.get("add_prefix_space")) {
+        (None, None | Some(Value::Bool(true))) => true,
+        (Some(Value::String(s)), None | Some(Value::Bool(true))) => s == "always",
+        _ => false,
+    };
+    ty(ws).as_deref() == Some("WhitespaceSplit")
+        && ty(meta).as_deref() == Some("Metaspace")
+        && meta.get("replacement").and_then(Value::as_str) == Some("\u{2581}")
+        && meta.get("split").is_none_or(|v| v.as_bool() == Some(true))
+        && always
+}
+
 /// The `▁`-escaped form of `piece` (spaces replaced, `▁` prepended when asked), into `buf`.
 pub(crate) fn meta_escape(piece: &str, prepend: bool, buf: &mut String) {
     buf.clear();
@@ -120,6 +151,9 @@ impl FastPath {
         let pre = json.get("pre_tokenizer")?;
         if let Some(meta) = detect_meta(norm, pre) {
             return Some(meta);
+        }
+        if detect_whitespace_meta(norm, pre) {
+            return Some(FastPath::WhitespaceMeta);
         }
         if norm.is_null() && pre.get("type")?.as_str()? == "ByteLevel" {
             // The reader already refused a ByteLevel without its fields.

@@ -604,6 +604,43 @@ impl Core {
             }
             return Ok(());
         }
+        if let (Some(FastPath::WhitespaceMeta), Some(norm)) = (self.fast(), &self.normalizer) {
+            let model = self.model.as_model();
+            let mut word = String::new();
+            let mut toks: Vec<Token> = Vec::new();
+            for (id, (s, e)) in self.segments(text) {
+                if let Some(id) = id {
+                    out.push(id);
+                    continue;
+                }
+                let piece = &text[s..e];
+                if !piece.is_ascii() || !norm.keeps_words(piece) {
+                    let mut n = crate::text::NormalizedString::from(piece);
+                    norm.normalize(&mut n)?;
+                    let pts =
+                        self.pre_tokenize_and_model(PreTokenizedString::from_splits(vec![
+                            crate::text::Split::from(n),
+                        ]))?;
+                    for split in &pts.splits {
+                        out.extend(split.tokens.iter().flatten().map(|t| t.id));
+                    }
+                    continue;
+                }
+                // ASCII words hold no `▁`, so Metaspace makes exactly `▁word` of each.
+                for w in piece
+                    .split(|c: char| c.is_whitespace())
+                    .filter(|w| !w.is_empty())
+                {
+                    word.clear();
+                    word.push('\u{2581}');
+                    word.push_str(w);
+                    toks.clear();
+                    model.tokenize(&word, &mut toks)?;
+                    out.extend(toks.iter().map(|t| t.id));
+                }
+            }
+            return Ok(());
+        }
         if let (Some(FastPath::Meta { prepend }), ModelWrapper::Bpe(bpe)) =
             (self.fast(), &self.model)
         {
@@ -979,5 +1016,43 @@ mod tests {
             panic!("merged token missing");
         };
         assert!(ids.contains(&id), "{ids:?}");
+    }
+
+    /// The T5 document (real Precompiled charsmap) through the WhitespaceMeta ids path and
+    /// through the general pipeline. Needs ../shared/data (or PIECEWORK_DATA); skipped without.
+    #[test]
+    fn whitespace_meta_fast_ids_equal_general_pipeline() {
+        let dir = std::env::var("PIECEWORK_DATA")
+            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data").into());
+        let Ok(json) = std::fs::read_to_string(format!("{dir}/t5-small/tokenizer.json")) else {
+            eprintln!("skipped: t5-small/tokenizer.json not found under {dir}");
+            return;
+        };
+        let fast = Tokenizer::from_json_str(&json).unwrap();
+        let mut slow = Tokenizer::from_json_str(&json).unwrap();
+        match Arc::get_mut(&mut slow.core) {
+            Some(Backend::Json(c)) => {
+                assert_eq!(c.fast, Some(FastPath::WhitespaceMeta));
+                c.fast = None;
+            }
+            _ => panic!("expected a tokenizer.json backend"),
+        }
+        let extra = [
+            "</s>",
+            "<extra_id_1>",
+            "Hello  world\n",
+            "a\r\nb",
+            "\u{b}x\u{c}y\u{1c}",
+            "▁a",
+        ];
+        let mut all = texts(3000);
+        all.extend(extra.iter().map(|s| s.to_string()));
+        for (k, t) in all.iter().enumerate() {
+            let t = format!("{t} {}", extra[k % extra.len()]);
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            fast.encode_ids(&t, false, &mut x).unwrap();
+            slow.encode_ids(&t, false, &mut y).unwrap();
+            assert_eq!(x, y, "text {t:?}");
+        }
     }
 }

@@ -19,6 +19,12 @@ pub use simple::{Lowercase, Nmt, Prepend, Strip, StripAccents, Unicode, UnicodeF
 
 pub trait Normalizer: Send + Sync {
     fn normalize(&self, n: &mut NormalizedString) -> Result<()>;
+    /// Whether `normalize` would certainly leave every whitespace-separated word of this
+    /// text as it is, changing at most whitespace into other (non-empty) whitespace: a fast
+    /// path that splits at whitespace may then skip normalizing. False when unsure.
+    fn keeps_words(&self, _text: &str) -> bool {
+        false
+    }
 }
 
 /// Several normalizers, applied in order.

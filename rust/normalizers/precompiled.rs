@@ -23,6 +23,18 @@ pub struct Precompiled {
     ascii: [Option<Box<str>>; 128],
     /// No ASCII character, nor CR LF, has a rule: ASCII text is left as it is.
     ascii_identity: bool,
+    /// Per ASCII byte: no rule, or whitespace turned into non-empty whitespace.
+    ascii_keeps_words: [bool; 128],
+}
+
+/// A rule that keeps whitespace-separated words: whitespace becomes non-empty whitespace.
+fn whitespace_to_whitespace(from: u8, to: Option<&str>) -> bool {
+    match to {
+        None => true,
+        Some(to) => {
+            (from as char).is_whitespace() && !to.is_empty() && to.chars().all(char::is_whitespace)
+        }
+    }
 }
 
 /// base64 as the reference decodes it (base64 0.13 `decode`: padding optional, no trailing
@@ -66,11 +78,14 @@ impl Precompiled {
             std::array::from_fn(|b| map.shortest_match(&[b as u8]).map(|(_, r)| Box::from(r)));
         let ascii_identity =
             ascii.iter().all(Option::is_none) && map.shortest_match(b"\r\n").is_none();
+        let ascii_keeps_words =
+            std::array::from_fn(|b| whitespace_to_whitespace(b as u8, ascii[b].as_deref()));
         Ok(Precompiled {
             map,
             empty_trie: trie_bytes == 0,
             ascii,
             ascii_identity,
+            ascii_keeps_words,
         })
     }
 
@@ -106,6 +121,17 @@ fn push_replacement(t: &mut Vec<(char, isize)>, old: &str, new: &str) {
 }
 
 impl Normalizer for Precompiled {
+    fn keeps_words(&self, text: &str) -> bool {
+        // ASCII characters are graphemes of their own (CR LF aside), so each byte's own rule
+        // is what happens to it.
+        !self.empty_trie
+            && text
+                .bytes()
+                .all(|b| self.ascii_keeps_words.get(usize::from(b)) == Some(&true))
+            // CR LF is one grapheme, with its own lookup: left to the general path.
+            && !text.contains("\r\n")
+    }
+
     fn normalize(&self, n: &mut NormalizedString) -> Result<()> {
         if self.empty_trie {
             if n.is_empty() {
