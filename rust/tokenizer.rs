@@ -201,21 +201,19 @@ impl Tokenizer {
     ) -> Result<()> {
         // Even without special tokens a template may repeat a sequence, so it still runs.
         let processor = self.core.post_processor();
-        if self.truncation.is_none() {
-            let Some(p) = processor else {
-                return self.core.ids_of_text(text, out);
-            };
-            let mut ids = Vec::new();
-            self.core.ids_of_text(text, &mut ids)?;
-            if let Some(ids) = p.single_ids(ids, add_special_tokens) {
-                out.extend(ids);
+        if self.truncation.is_none() && processor.is_none() {
+            return self.core.ids_of_text(text, out);
+        }
+        let mut ids = Vec::new();
+        self.core.ids_of_text(text, &mut ids)?;
+        if let (None, Some(p)) = (&self.truncation, processor) {
+            if let Some(done) = p.single_ids(&ids, add_special_tokens) {
+                out.extend(done);
                 return Ok(());
             }
         }
         // Truncation and the post-processor only move ids around; give them an encoding whose
         // other fields are cheap placeholders (empty strings do not allocate).
-        let mut ids = Vec::new();
-        self.core.ids_of_text(text, &mut ids)?;
         let n = ids.len();
         let light = Encoding {
             ids,
@@ -537,6 +535,17 @@ impl Core {
         self.pre_tokenize_and_model(pts)
     }
 
+    /// The general pipeline without added tokens, on a piece of text that has none.
+    fn tokenize_plain(&self, text: &str) -> Result<PreTokenizedString> {
+        let mut n = crate::text::NormalizedString::from(text);
+        if let Some(nz) = &self.normalizer {
+            nz.normalize(&mut n)?;
+        }
+        self.pre_tokenize_and_model(PreTokenizedString::from_splits(vec![
+            crate::text::Split::from(n),
+        ]))
+    }
+
     /// The stages after normalization: split into words, then run the model on each word that
     /// is not an added token yet.
     fn pre_tokenize_and_model(&self, mut pts: PreTokenizedString) -> Result<PreTokenizedString> {
@@ -615,13 +624,7 @@ impl Core {
                 }
                 let piece = &text[s..e];
                 if !piece.is_ascii() || !norm.keeps_words(piece) {
-                    let mut n = crate::text::NormalizedString::from(piece);
-                    norm.normalize(&mut n)?;
-                    let pts =
-                        self.pre_tokenize_and_model(PreTokenizedString::from_splits(vec![
-                            crate::text::Split::from(n),
-                        ]))?;
-                    for split in &pts.splits {
+                    for split in &self.tokenize_plain(piece)?.splits {
                         out.extend(split.tokens.iter().flatten().map(|t| t.id));
                     }
                     continue;

@@ -24,7 +24,7 @@ pub trait PostProcessor: Send + Sync {
     ) -> Result<Encoding>;
     /// The ids `process` gives one sequence, from the ids alone; `None` when only the full
     /// path can tell (it then also raises any error).
-    fn single_ids(&self, _ids: Vec<u32>, _add_special_tokens: bool) -> Option<Vec<u32>> {
+    fn single_ids(&self, _ids: &[u32], _add_special_tokens: bool) -> Option<Vec<u32>> {
         None
     }
 }
@@ -248,25 +248,29 @@ impl PostProcessor for Processor {
         Processor::added_tokens(self, is_pair)
     }
 
-    fn single_ids(&self, ids: Vec<u32>, add_special_tokens: bool) -> Option<Vec<u32>> {
-        let wrap = |cls: &SpecialPair, sep: &SpecialPair, ids: Vec<u32>| {
+    fn single_ids(&self, ids: &[u32], add_special_tokens: bool) -> Option<Vec<u32>> {
+        let wrap = |cls: &SpecialPair, sep: &SpecialPair| {
             let mut out = Vec::with_capacity(ids.len() + 2);
             out.push(cls.id);
-            out.extend(ids);
+            out.extend_from_slice(ids);
             out.push(sep.id);
             out
         };
         match self {
             // A template still repeats its sequences without special tokens.
-            Processor::Bert(_) | Processor::Roberta(_) if !add_special_tokens => Some(ids),
-            Processor::Bert(b) => Some(wrap(&b.cls, &b.sep, ids)),
-            Processor::Roberta(r) => Some(wrap(&r.cls, &r.sep, ids)),
-            Processor::ByteLevel(_) => Some(ids),
+            Processor::Bert(_) | Processor::Roberta(_) | Processor::ByteLevel(_)
+                if !add_special_tokens =>
+            {
+                Some(ids.to_vec())
+            }
+            Processor::Bert(b) => Some(wrap(&b.cls, &b.sep)),
+            Processor::Roberta(r) => Some(wrap(&r.cls, &r.sep)),
+            Processor::ByteLevel(_) => Some(ids.to_vec()),
             Processor::Template(t) => {
                 let mut out = Vec::with_capacity(ids.len() + t.added_tokens(false));
                 for piece in &t.single {
                     match piece {
-                        template::Piece::Sequence { seq: 0, .. } => out.extend_from_slice(&ids),
+                        template::Piece::Sequence { seq: 0, .. } => out.extend_from_slice(ids),
                         template::Piece::Sequence { .. } => return None,
                         template::Piece::Special { .. } if !add_special_tokens => {}
                         template::Piece::Special { id, .. } => {
@@ -276,9 +280,13 @@ impl PostProcessor for Processor {
                 }
                 Some(out)
             }
-            Processor::Sequence(list) => list.iter().try_fold(ids, |ids, p| {
-                PostProcessor::single_ids(p, ids, add_special_tokens)
-            }),
+            Processor::Sequence(list) => {
+                let mut cur = ids.to_vec();
+                for p in list {
+                    cur = PostProcessor::single_ids(p, &cur, add_special_tokens)?;
+                }
+                Some(cur)
+            }
         }
     }
 
