@@ -5,8 +5,9 @@
 //! popped instead of being removed, so each merge costs O(log n) and a whole word O(n log n),
 //! whatever its length (a 1 MB word without spaces stays near-linear).
 
+use ahash::AHashMap;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// "No neighbour" marker for `prev` / `next`.
 pub const NONE: u32 = u32::MAX;
@@ -29,6 +30,115 @@ pub struct Word {
     skipped: Vec<Reverse<Entry>>,
     /// `merge_small`: each symbol's candidate with its right neighbour, (rank, merged id).
     cands: Vec<(u32, u32)>,
+    /// The queue for long words.
+    ranks: RankQueue,
+}
+
+/// Words with at least this many symbols queue their candidates by rank.
+const RANK_QUEUE_MIN: usize = 4096;
+
+/// Where `merge_all` keeps its candidates: popped smallest `Entry` first (the whole tuple
+/// decides, as in the heap).
+trait CandidateQueue {
+    fn push(&mut self, e: Entry);
+    fn pop(&mut self) -> Option<Entry>;
+}
+
+impl CandidateQueue for BinaryHeap<Reverse<Entry>> {
+    fn push(&mut self, e: Entry) {
+        BinaryHeap::push(self, Reverse(e));
+    }
+    fn pop(&mut self) -> Option<Entry> {
+        BinaryHeap::pop(self).map(|Reverse(e)| e)
+    }
+}
+
+/// The candidates of one rank, (position, merged id, size): a run kept in order by appending,
+/// and a heap for those that arrive out of order.
+#[derive(Debug, Default)]
+struct Bucket {
+    run: VecDeque<(u32, u32, u32)>,
+    rest: BinaryHeap<Reverse<(u32, u32, u32)>>,
+    /// Whether its rank is in `RankQueue::ranks`.
+    listed: bool,
+}
+
+/// Candidates grouped by rank; the smallest rank with candidates is found in a small heap of
+/// ranks, and within a rank the smaller of the run's front and the heap's top is next.
+#[derive(Debug, Default)]
+struct RankQueue {
+    index: AHashMap<u32, usize>,
+    buckets: Vec<Bucket>,
+    used: usize,
+    ranks: BinaryHeap<Reverse<u32>>,
+}
+
+impl RankQueue {
+    fn clear(&mut self) {
+        for b in self.buckets.iter_mut().take(self.used) {
+            b.run.clear();
+            b.rest.clear();
+            b.listed = false;
+        }
+        self.index.clear();
+        self.used = 0;
+        self.ranks.clear();
+        if self.buckets.len() > 1 << 16 {
+            self.buckets = Vec::new();
+        }
+    }
+}
+
+impl CandidateQueue for RankQueue {
+    fn push(&mut self, (k, id, size): Entry) {
+        let rank = (k >> 32) as u32;
+        let e = ((k & 0xffff_ffff) as u32, id, size);
+        let bi = match self.index.get(&rank) {
+            Some(&bi) => bi,
+            None => {
+                if self.used == self.buckets.len() {
+                    self.buckets.push(Bucket::default());
+                }
+                self.used += 1;
+                self.index.insert(rank, self.used - 1);
+                self.used - 1
+            }
+        };
+        let Some(b) = self.buckets.get_mut(bi) else {
+            return;
+        };
+        if b.run.back().is_none_or(|&last| e >= last) {
+            b.run.push_back(e);
+        } else {
+            b.rest.push(Reverse(e));
+        }
+        if !b.listed {
+            b.listed = true;
+            self.ranks.push(Reverse(rank));
+        }
+    }
+
+    fn pop(&mut self) -> Option<Entry> {
+        let &Reverse(rank) = self.ranks.peek()?;
+        let b = self
+            .index
+            .get(&rank)
+            .and_then(|&bi| self.buckets.get_mut(bi))?;
+        let from_run = match (b.run.front(), b.rest.peek()) {
+            (Some(a), Some(Reverse(h))) => a <= h,
+            (a, _) => a.is_some(),
+        };
+        let e = if from_run {
+            b.run.pop_front()
+        } else {
+            b.rest.pop().map(|Reverse(e)| e)
+        };
+        if b.run.is_empty() && b.rest.is_empty() {
+            b.listed = false;
+            self.ranks.pop();
+        }
+        e.map(|(pos, id, size)| (key(rank, pos), id, size))
+    }
 }
 
 /// A queued candidate: (priority << 32 | position, merged id, byte length of the pair when
@@ -91,14 +201,24 @@ impl Word {
     /// A popped entry is applied when the pair now at its position still maps to the same
     /// merged id: exactly the staleness test of the reference, which matters only when two
     /// vocabulary entries share an id.
-    pub fn merge_all<L, S, Q>(&mut self, lookup: L, mut skip: Option<S>, mut queued: Q)
+    pub fn merge_all<L, S, Q>(&mut self, lookup: L, skip: Option<S>, queued: Q)
+    where
+        L: Fn(u32, u32) -> Option<(u32, u32)>,
+        S: FnMut() -> bool,
+        Q: FnMut(u32, u32, u32),
+    {
+        let by_rank = skip.is_none() && self.symbols.len() >= RANK_QUEUE_MIN;
+        self.merge_with(lookup, skip, queued, by_rank);
+    }
+
+    fn merge_with<L, S, Q>(&mut self, lookup: L, skip: Option<S>, mut queued: Q, by_rank: bool)
     where
         L: Fn(u32, u32) -> Option<(u32, u32)>,
         S: FnMut() -> bool,
         Q: FnMut(u32, u32, u32),
     {
         self.skipped.clear();
-        // Build the initial queue in one go (heapify is linear), reusing the allocation.
+        // The initial candidates, in position order.
         let mut initial = std::mem::take(&mut self.heap).into_vec();
         initial.clear();
         for i in 1..self.symbols.len() {
@@ -108,17 +228,52 @@ impl Word {
                 initial.push(Reverse((key(rank, (i - 1) as u32), new_id, l.len + r.len)));
             }
         }
-        self.heap = BinaryHeap::from(initial);
-        while let Some(top) = self.heap.pop() {
+        if by_rank && skip.is_none() {
+            // A long word: candidates of one rank mostly arrive left to right, so per-rank
+            // runs avoid a cache miss per level of a huge heap.
+            let mut q = std::mem::take(&mut self.ranks);
+            q.clear();
+            for Reverse(e) in initial.drain(..) {
+                q.push(e);
+            }
+            self.heap = BinaryHeap::from(initial);
+            self.run(&mut q, lookup, skip, queued);
+            // Keep the buckets for the next long word, unless one grew very large.
+            const KEEP: usize = 1 << 16;
+            if !q
+                .buckets
+                .iter()
+                .any(|b| b.run.capacity() > KEEP || b.rest.capacity() > KEEP)
+            {
+                self.ranks = q;
+            }
+        } else {
+            // Heapify is linear, and reuses the allocation.
+            let mut q = BinaryHeap::from(initial);
+            self.run(&mut q, lookup, skip, queued);
+            self.heap = q;
+        }
+    }
+
+    fn run<C, L, S, Q>(&mut self, q: &mut C, lookup: L, mut skip: Option<S>, mut queued: Q)
+    where
+        C: CandidateQueue,
+        L: Fn(u32, u32) -> Option<(u32, u32)>,
+        S: FnMut() -> bool,
+        Q: FnMut(u32, u32, u32),
+    {
+        while let Some(top) = q.pop() {
             if let Some(skip) = skip.as_mut() {
                 if skip() {
-                    self.skipped.push(top);
+                    self.skipped.push(Reverse(top));
                     continue;
                 }
                 // A merge happens (or is found stale): the skipped candidates come back.
-                self.heap.extend(self.skipped.drain(..));
+                for Reverse(e) in self.skipped.drain(..) {
+                    q.push(e);
+                }
             }
-            let Reverse((k, new_id, size)) = top;
+            let (k, new_id, size) = top;
             let pos = (k & 0xffff_ffff) as usize;
             let Some(&cur) = self.symbols.get(pos) else {
                 continue;
@@ -153,18 +308,13 @@ impl Word {
             if let Some(&before) = self.symbols.get(merged.prev as usize) {
                 if let Some((rank, id)) = lookup(before.id, new_id) {
                     queued(id, before.id, new_id);
-                    self.heap.push(Reverse((
-                        key(rank, merged.prev),
-                        id,
-                        before.len + merged.len,
-                    )));
+                    q.push((key(rank, merged.prev), id, before.len + merged.len));
                 }
             }
             if let Some(&after) = self.symbols.get(merged.next as usize) {
                 if let Some((rank, id)) = lookup(new_id, after.id) {
                     queued(id, new_id, after.id);
-                    self.heap
-                        .push(Reverse((key(rank, pos as u32), id, merged.len + after.len)));
+                    q.push((key(rank, pos as u32), id, merged.len + after.len));
                 }
             }
         }
@@ -360,5 +510,51 @@ mod tests {
         );
         assert_eq!(w.iter().count(), n / 4);
         assert!(w.iter().all(|(id, s, e)| id == 2 && e - s == 4));
+    }
+
+    #[test]
+    fn rank_queue_gives_the_heap_order() {
+        // Random long words over a few symbols, random pair tables with repeated ranks and
+        // merged ids shared by several pairs: both queues must merge alike, queueing alike.
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        for round in 0..40 {
+            let syms = 2 + next(5) as u32;
+            let ids = syms + 12;
+            let mut table = std::collections::HashMap::new();
+            for a in 0..ids {
+                for b in 0..ids {
+                    if next(3) == 0 {
+                        table.insert((a, b), (next(8) as u32, syms + next(12) as u32));
+                    }
+                }
+            }
+            let n = if round % 2 == 0 { 5000 } else { 300 };
+            let word: Vec<(u32, u32)> = (0..n)
+                .map(|_| (next(syms as u64) as u32, 1 + next(3) as u32))
+                .collect();
+            let look = |a: u32, b: u32| table.get(&(a, b)).copied();
+            let mut outs = Vec::new();
+            for by_rank in [false, true] {
+                let mut w = Word::default();
+                for &(id, len) in &word {
+                    w.push(id, len);
+                }
+                let mut q = Vec::new();
+                w.merge_with(
+                    look,
+                    None::<fn() -> bool>,
+                    |x, l, r| q.push((x, l, r)),
+                    by_rank,
+                );
+                outs.push((w.iter().collect::<Vec<_>>(), q));
+            }
+            assert_eq!(outs[0], outs[1], "round {round}");
+        }
     }
 }
