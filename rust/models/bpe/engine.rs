@@ -175,6 +175,29 @@ impl Word {
         }
     }
 
+    /// Merge `right` (at `next_pos`) into `cur` (at `pos`) as `new_id`, relinking the list.
+    fn absorb(
+        &mut self,
+        pos: usize,
+        cur: Symbol,
+        right: Symbol,
+        next_pos: usize,
+        new_id: u32,
+    ) -> Symbol {
+        let merged = Symbol {
+            id: new_id,
+            prev: cur.prev,
+            next: right.next,
+            len: cur.len + right.len,
+        };
+        self.symbols[pos] = merged;
+        self.symbols[next_pos].len = 0;
+        if let Some(after) = self.symbols.get_mut(right.next as usize) {
+            after.prev = pos as u32;
+        }
+        merged
+    }
+
     pub fn push(&mut self, id: u32, len: u32) {
         let n = self.symbols.len() as u32;
         let prev = match self.symbols.last_mut() {
@@ -293,18 +316,7 @@ impl Word {
                     _ => continue,
                 }
             }
-            // Merge `right` into `cur`.
-            let merged = Symbol {
-                id: new_id,
-                prev: cur.prev,
-                next: right.next,
-                len: cur.len + right.len,
-            };
-            self.symbols[pos] = merged;
-            self.symbols[next_pos].len = 0;
-            if let Some(after) = self.symbols.get_mut(right.next as usize) {
-                after.prev = pos as u32;
-            }
+            let merged = self.absorb(pos, cur, right, next_pos, new_id);
             if let Some(&before) = self.symbols.get(merged.prev as usize) {
                 if let Some((rank, id)) = lookup(before.id, new_id) {
                     queued(id, before.id, new_id);
@@ -370,17 +382,7 @@ impl Word {
             let Some(&right) = self.symbols.get(next_pos) else {
                 break;
             };
-            let merged = Symbol {
-                id: new_id,
-                prev: cur.prev,
-                next: right.next,
-                len: cur.len + right.len,
-            };
-            self.symbols[pos] = merged;
-            self.symbols[next_pos].len = 0;
-            if let Some(after) = self.symbols.get_mut(right.next as usize) {
-                after.prev = pos as u32;
-            }
+            let merged = self.absorb(pos, cur, right, next_pos, new_id);
             if let Some(&before) = self.symbols.get(merged.prev as usize) {
                 let c = cand(before.id, new_id);
                 if let Some(slot) = self.cands.get_mut(merged.prev as usize) {
