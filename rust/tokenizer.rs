@@ -577,115 +577,99 @@ impl Core {
         }
     }
 
+    /// Ids of `text` on a fast path: added tokens are cut out first and the text between
+    /// them goes to `piece(start, piece, out)`.
+    fn ids_by_segment(
+        &self,
+        text: &str,
+        out: &mut Vec<u32>,
+        mut piece: impl FnMut(usize, &str, &mut Vec<u32>) -> Result<()>,
+    ) -> Result<()> {
+        for (id, (s, e)) in self.segments(text) {
+            match id {
+                Some(id) => out.push(id),
+                None => piece(s, &text[s..e], out)?,
+            }
+        }
+        Ok(())
+    }
+
     fn ids_of_text(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
-        if let Some(FastPath::ByteLevel {
-            add_prefix_space,
-            use_regex,
-        }) = self.fast()
-        {
-            let model = self.model.as_model();
-            let bpe = match &self.model {
-                ModelWrapper::Bpe(b) if b.has_byte_level_ids() => Some(b.as_ref()),
-                _ => None,
-            };
-            let mut word = String::new();
-            let mut toks: Vec<Token> = Vec::new();
-            for (id, (s, e)) in self.segments(text) {
-                if let Some(id) = id {
-                    out.push(id);
-                    continue;
-                }
-                FastPath::for_each_byte_level_word(
+        let model = self.model.as_model();
+        let mut toks: Vec<Token> = Vec::new();
+        // The model's ids of one word.
+        let mut word_ids = |w: &str, out: &mut Vec<u32>| -> Result<()> {
+            toks.clear();
+            model.tokenize(w, &mut toks)?;
+            out.extend(toks.iter().map(|t| t.id));
+            Ok(())
+        };
+        let mut word = String::new();
+        match (self.fast(), &self.model, &self.normalizer) {
+            (
+                Some(FastPath::ByteLevel {
                     add_prefix_space,
                     use_regex,
-                    &text[s..e],
-                    |raw| {
+                }),
+                m,
+                _,
+            ) => {
+                let bpe = match m {
+                    ModelWrapper::Bpe(b) if b.has_byte_level_ids() => Some(b.as_ref()),
+                    _ => None,
+                };
+                self.ids_by_segment(text, out, |_, piece, out| {
+                    FastPath::for_each_byte_level_word(add_prefix_space, use_regex, piece, |raw| {
                         if let Some(bpe) = bpe {
                             return bpe.byte_level_ids(raw, out);
                         }
                         crate::fast::byte_level_string(raw, &mut word);
-                        toks.clear();
-                        model.tokenize(&word, &mut toks)?;
-                        out.extend(toks.iter().map(|t| t.id));
-                        Ok::<(), Error>(())
-                    },
-                )?;
+                        word_ids(&word, out)
+                    })
+                })
             }
-            return Ok(());
-        }
-        if let (Some(FastPath::WhitespaceMeta), Some(norm)) = (self.fast(), &self.normalizer) {
-            let model = self.model.as_model();
-            let mut word = String::new();
-            let mut toks: Vec<Token> = Vec::new();
-            for (id, (s, e)) in self.segments(text) {
-                if let Some(id) = id {
-                    out.push(id);
-                    continue;
-                }
-                let piece = &text[s..e];
-                if !piece.is_ascii() || !norm.keeps_words(piece) {
-                    for split in &self.tokenize_plain(piece)?.splits {
-                        out.extend(split.tokens.iter().flatten().map(|t| t.id));
+            (Some(FastPath::WhitespaceMeta), _, Some(norm)) => {
+                self.ids_by_segment(text, out, |_, piece, out| {
+                    if !piece.is_ascii() || !norm.keeps_words(piece) {
+                        for split in &self.tokenize_plain(piece)?.splits {
+                            out.extend(split.tokens.iter().flatten().map(|t| t.id));
+                        }
+                        return Ok(());
                     }
-                    continue;
-                }
-                // ASCII words hold no `▁`, so Metaspace makes exactly `▁word` of each.
-                for w in piece
-                    .split(|c: char| c.is_whitespace())
-                    .filter(|w| !w.is_empty())
-                {
-                    word.clear();
-                    word.push('\u{2581}');
-                    word.push_str(w);
-                    toks.clear();
-                    model.tokenize(&word, &mut toks)?;
-                    out.extend(toks.iter().map(|t| t.id));
-                }
-            }
-            return Ok(());
-        }
-        if let (Some(FastPath::Meta { prepend }), ModelWrapper::Bpe(bpe)) =
-            (self.fast(), &self.model)
-        {
-            if bpe.has_meta_words() {
-                let mut buf = String::new();
-                for (id, (s, e)) in self.segments(text) {
-                    if let Some(id) = id {
-                        out.push(id);
-                        continue;
+                    // ASCII words hold no `▁`, so Metaspace makes exactly `▁word` of each.
+                    for w in piece
+                        .split(|c: char| c.is_whitespace())
+                        .filter(|w| !w.is_empty())
+                    {
+                        word.clear();
+                        word.push('\u{2581}');
+                        word.push_str(w);
+                        word_ids(&word, out)?;
                     }
-                    let piece = &text[s..e];
-                    crate::fast::meta_escape(piece, prepend.applies(piece, s), &mut buf);
-                    bpe.meta_text_ids(&buf, out)?;
+                    Ok(())
+                })
+            }
+            (Some(FastPath::Meta { prepend }), ModelWrapper::Bpe(bpe), _)
+                if bpe.has_meta_words() =>
+            {
+                self.ids_by_segment(text, out, |start, piece, out| {
+                    crate::fast::meta_escape(piece, prepend.applies(piece, start), &mut word);
+                    bpe.meta_text_ids(&word, out)
+                })
+            }
+            (Some(fp @ FastPath::Bert { .. }), _, _) => {
+                let mut scratch = Scratch::default();
+                self.ids_by_segment(text, out, |_, piece, out| {
+                    fp.for_each_piece(piece, &mut scratch, false, |_, w| word_ids(w, out))
+                })
+            }
+            _ => {
+                for s in &self.tokenize(text)?.splits {
+                    out.extend(s.tokens.iter().flatten().map(|t| t.id));
                 }
-                return Ok(());
+                Ok(())
             }
         }
-        if let Some(fp) = self.fast().filter(|f| matches!(f, FastPath::Bert { .. })) {
-            let model = self.model.as_model();
-            let mut scratch = Scratch::default();
-            let mut toks: Vec<Token> = Vec::new();
-            for (id, (s, e)) in self.segments(text) {
-                if let Some(id) = id {
-                    out.push(id);
-                    continue;
-                }
-                fp.for_each_piece(&text[s..e], &mut scratch, false, |_, w| {
-                    toks.clear();
-                    model.tokenize(w, &mut toks)?;
-                    out.extend(toks.iter().map(|t| t.id));
-                    Ok::<(), Error>(())
-                })?;
-            }
-            return Ok(());
-        }
-        let pts = self.tokenize(text)?;
-        for s in &pts.splits {
-            if let Some(toks) = &s.tokens {
-                out.extend(toks.iter().map(|t| t.id));
-            }
-        }
-        Ok(())
     }
 
     fn encode_text(&self, text: &str, type_id: u32, word_idx: Option<u32>) -> Result<Encoding> {
