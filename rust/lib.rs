@@ -31,3 +31,10 @@ mod bindings;
 pub use encoding::Encoding;
 pub use error::{Error, ErrorKind, Result};
 pub use tokenizer::Tokenizer;
+
+/// The shared test data folder: `PIECEWORK_DATA`, else `../shared/data` beside the crate.
+#[cfg(test)]
+pub(crate) fn test_data_dir() -> String {
+    std::env::var("PIECEWORK_DATA")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data").into())
+}

@@ -1009,8 +1009,7 @@ mod tests {
     /// through the general pipeline. Needs ../shared/data (or PIECEWORK_DATA); skipped without.
     #[test]
     fn whitespace_meta_fast_ids_equal_general_pipeline() {
-        let dir = std::env::var("PIECEWORK_DATA")
-            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data").into());
+        let dir = crate::test_data_dir();
         let Ok(json) = std::fs::read_to_string(format!("{dir}/t5-small/tokenizer.json")) else {
             eprintln!("skipped: t5-small/tokenizer.json not found under {dir}");
             return;

@@ -321,20 +321,29 @@ mod tests {
             let mut fast = general.clone();
             fast.prepare();
             assert_eq!(fast.ascii_plain, u128::MAX);
-            for _ in 0..500 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let len = (x % 12) as usize;
-                let text: String = (0..len)
-                    .map(|k| alphabet[((x >> (4 * k)) % alphabet.len() as u64) as usize])
-                    .collect();
-                assert_eq!(
-                    norm(&fast, &text),
-                    norm(&general, &text),
-                    "{text:?} {flags}"
-                );
-            }
+            agree(&fast, &general, &alphabet, 500, 12, &mut x, flags);
+        }
+    }
+
+    /// `n` generated texts (up to `max_len` characters of `alphabet`) normalize alike.
+    fn agree(
+        fast: &SpNormalizer,
+        general: &SpNormalizer,
+        alphabet: &[char],
+        n: usize,
+        max_len: u64,
+        x: &mut u64,
+        flags: u32,
+    ) {
+        for _ in 0..n {
+            *x ^= *x << 13;
+            *x ^= *x >> 7;
+            *x ^= *x << 17;
+            let len = (*x % max_len) as usize;
+            let text: String = (0..len)
+                .map(|k| alphabet[((*x >> (4 * k)) % alphabet.len() as u64) as usize])
+                .collect();
+            assert_eq!(norm(fast, &text), norm(general, &text), "{text:?} {flags}");
         }
     }
 
@@ -342,8 +351,7 @@ mod tests {
     fn ascii_fast_path_with_a_real_charsmap() {
         // nmt_nfkc from a real model (skipped without the shared data): the fast path must
         // agree with the general path on text mixing ASCII and characters NFKC changes.
-        let dir = std::env::var("PIECEWORK_DATA")
-            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data").into());
+        let dir = crate::test_data_dir();
         let path = format!("{dir}/bpemb-en/en.wiki.bpe.vs100000.model");
         let Ok(bytes) = std::fs::read(&path) else {
             eprintln!("skipped: {path} not found");
@@ -365,20 +373,7 @@ mod tests {
             fast.prepare();
             // (NFKC has rules starting with most letters: combining sequences.)
             assert!(fast.ascii_plain & (1 << b' ') != 0 && fast.ascii_plain & (1 << b'0') != 0);
-            for _ in 0..2000 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let len = (x % 14) as usize;
-                let text: String = (0..len)
-                    .map(|k| alphabet[((x >> (4 * k)) % alphabet.len() as u64) as usize])
-                    .collect();
-                assert_eq!(
-                    norm(&fast, &text),
-                    norm(&general, &text),
-                    "{text:?} {flags}"
-                );
-            }
+            agree(&fast, &general, &alphabet, 2000, 14, &mut x, flags);
         }
     }
 
