@@ -154,6 +154,24 @@ thread_local! {
     static IDS_CACHES: RefCell<Vec<(u64, ids_cache::IdsTable)>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Run `f` on this thread's scratch space, or on fresh space when it is unavailable (a
+/// re-entrant call, or a thread being torn down) instead of a panic; big leftovers are freed.
+fn with_scratch(f: impl FnOnce(&mut Word, &mut String) -> Result<()>) -> Result<()> {
+    let mut f = Some(f);
+    let r = SCRATCH.try_with(|cell| {
+        let mut sc = cell.try_borrow_mut().ok()?;
+        let (w, b) = &mut *sc;
+        let r = f.take().map(|f| f(w, b));
+        w.trim();
+        r
+    });
+    match (r, f) {
+        (Ok(Some(r)), _) => r,
+        (_, Some(f)) => f(&mut Word::default(), &mut String::new()),
+        (_, None) => Err(Error::other("BPE: scratch space unavailable")),
+    }
+}
+
 #[inline]
 fn pair_key(a: u32, b: u32) -> u64 {
     (u64::from(a) << 32) | u64::from(b)
@@ -587,23 +605,10 @@ impl Bpe {
             }
         }
         let start = out.len();
-        let run = |word: &mut Word, buf: &mut String, out: &mut Vec<u32>| {
+        with_scratch(|word, buf| {
             word.clear();
-            let r = merge(word, buf, out);
-            word.trim();
-            r
-        };
-        let done = SCRATCH.try_with(|cell| match cell.try_borrow_mut() {
-            Ok(mut sc) => {
-                let (w, b) = &mut *sc;
-                Some(run(w, b, out))
-            }
-            Err(_) => None,
-        });
-        match done {
-            Ok(Some(r)) => r?,
-            _ => run(&mut Word::default(), &mut String::new(), out)?,
-        }
+            merge(word, buf, out)
+        })?;
         if cacheable {
             let ids = &out[start..];
             let _ = IDS_CACHES.try_with(|c| {
@@ -654,29 +659,11 @@ impl Model for Bpe {
             }
         }
         let start = out.len();
-        let run = |word: &mut Word, buf: &mut String| -> Result<()> {
-            let r = self.merge_word(piece, word, buf, random);
-            if r.is_ok() {
-                out.extend(word.iter().map(|(id, s, e)| Token::new(id, s, e)));
-            }
-            word.trim();
-            r
-        };
-        // Thread-local scratch space; fresh space when it is unavailable (a re-entrant call,
-        // or a thread being torn down) instead of a panic.
-        let mut run = Some(run);
-        let r = SCRATCH.try_with(|cell| match cell.try_borrow_mut() {
-            Ok(mut sc) => {
-                let (w, b) = &mut *sc;
-                run.take().map(|mut f| f(w, b))
-            }
-            Err(_) => None,
-        });
-        match (r, run) {
-            (Ok(Some(r)), _) => r?,
-            (_, Some(mut f)) => f(&mut Word::default(), &mut String::new())?,
-            (_, None) => return Err(Error::other("BPE: scratch space unavailable")),
-        }
+        with_scratch(|word, buf| {
+            self.merge_word(piece, word, buf, random)?;
+            out.extend(word.iter().map(|(id, s, e)| Token::new(id, s, e)));
+            Ok(())
+        })?;
         if !random && piece.len() < CACHE_MAX_WORD {
             if let Some(cache) = &self.cache {
                 cache.set(piece, &out[start..]);
