@@ -391,8 +391,10 @@ def make_adapter(lib: str, kind: str, path: Path):
         T = getattr(pw, "Tokenizer", None)
         if T is None or not hasattr(T, "from_file"):
             raise Skip("piecework.Tokenizer.from_file not present yet")
-        if kind not in ("json", "model", "vocab"):
+        if kind not in ("json", "model", "vocab", "tiktoken"):
             raise Skip(f"piecework.Tokenizer does not read {path.name}")
+        if kind == "tiktoken" and not hasattr(T, "from_tiktoken"):
+            raise Skip("piecework.Tokenizer.from_tiktoken not present yet")
         if hasattr(pw, "set_num_threads"):
             pw.set_num_threads(THREADS)
         t = T.from_file(str(path))

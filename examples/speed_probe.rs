@@ -1,5 +1,6 @@
 //! Single-thread throughput of `Tokenizer::encode_ids` over a text file, line by line or whole.
-//! Usage: speed_probe <tokenizer.json|.model> <text file> [lines|doc|whole] [repeats]
+//! Usage: speed_probe <tokenizer.json|.model|.tiktoken> <text file> [lines|doc|whole] [repeats]
+//! (a `.tiktoken` file is run with cl100k_base's split pattern and no special tokens).
 
 use piecework::Tokenizer;
 use std::time::Instant;
@@ -11,8 +12,12 @@ fn main() {
         std::process::exit(2);
     }
     let bytes = std::fs::read(&args[1]).unwrap_or_default();
+    let load = Instant::now();
     let tok = if args[1].ends_with(".json") {
         Tokenizer::from_json_str(&String::from_utf8_lossy(&bytes))
+    } else if args[1].ends_with(".tiktoken") {
+        let cl100k = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
+        Tokenizer::from_tiktoken(&bytes, cl100k, &[])
     } else {
         Tokenizer::from_sentencepiece(&bytes)
     };
@@ -23,6 +28,7 @@ fn main() {
             std::process::exit(1);
         }
     };
+    eprintln!("loaded in {:.3}s", load.elapsed().as_secs_f64());
     let text = std::fs::read_to_string(&args[2]).unwrap_or_default();
     let texts: Vec<&str> = match args.get(3).map(String::as_str) {
         Some("whole") => vec![text.as_str()],

@@ -7,6 +7,7 @@
 //! tables generated from Oniguruma itself (`byte_level/tables.rs`), so every code point is
 //! classified as the reference classifies it.
 
+pub(crate) mod cl100k;
 mod tables;
 
 use crate::decoders::Decoder;

@@ -21,7 +21,7 @@ pub(crate) enum FastPath {
     /// model, with no alignment kept.
     ByteLevel {
         add_prefix_space: bool,
-        use_regex: bool,
+        split: WordSplit,
     },
     /// Spaces become `▁` and a `▁` is prepended, then the model sees each piece between added
     /// tokens whole: the Llama normalizer `Sequence[Prepend("▁"), Replace(" ", "▁")]` with no
@@ -33,6 +33,17 @@ pub(crate) enum FastPath {
     /// leaves unchanged (checked per piece) is split at whitespace and each word goes to the
     /// model as `▁word`; other pieces take the general pipeline.
     WhitespaceMeta,
+}
+
+/// How the ByteLevel path cuts a piece into words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WordSplit {
+    /// `use_regex: false`: the piece is one word.
+    Whole,
+    /// The GPT-2 regex of the ByteLevel pre-tokenizer.
+    Gpt2,
+    /// A `Split` with tiktoken's cl100k_base regex before a ByteLevel without regex.
+    Cl100k,
 }
 
 /// When the `Meta` path prepends `▁` to a piece.
@@ -105,6 +116,29 @@ fn detect_meta(norm: &Value, pre: &Value) -> Option<FastPath> {
 
 /// `Precompiled` + `Sequence[WhitespaceSplit, Metaspace]` with `▁`, prepending always and
 /// splitting (T5-style documents, old `add_prefix_space: true` or `prepend_scheme: "always"`).
+/// `Sequence[Split(cl100k regex, Isolated), ByteLevel(add_prefix_space: false, use_regex:
+/// false)]`, what `from_tiktoken` builds for cl100k_base (and HF's converted files hold).
+fn is_cl100k_split(pre: &Value) -> bool {
+    let parts = match pre.get("pretokenizers").and_then(Value::as_array) {
+        Some(p) if pre.get("type").and_then(Value::as_str) == Some("Sequence") => p,
+        _ => return false,
+    };
+    let [split, bl] = parts.as_slice() else {
+        return false;
+    };
+    let field = |v: &Value, k: &str| v.get(k).cloned().unwrap_or(Value::Null);
+    split.get("type").and_then(Value::as_str) == Some("Split")
+        && field(split, "pattern")
+            .get("Regex")
+            .and_then(Value::as_str)
+            .is_some_and(|p| p == crate::byte_level::cl100k::ONIG_PATTERN)
+        && field(split, "behavior").as_str() == Some("Isolated")
+        && field(split, "invert").as_bool() == Some(false)
+        && bl.get("type").and_then(Value::as_str) == Some("ByteLevel")
+        && field(bl, "add_prefix_space").as_bool() == Some(false)
+        && field(bl, "use_regex").as_bool() == Some(false)
+}
+
 fn detect_whitespace_meta(norm: &Value, pre: &Value) -> bool {
     let ty = |v: &Value| v.get("type").and_then(Value::as_str).map(str::to_owned);
     if ty(norm).as_deref() != Some("Precompiled") || ty(pre).as_deref() != Some("Sequence") {
@@ -157,12 +191,23 @@ impl FastPath {
         }
         if norm.is_null() && pre.get("type")?.as_str()? == "ByteLevel" {
             // The reader already refused a ByteLevel without its fields.
+            let use_regex = pre
+                .get("use_regex")
+                .and_then(Value::as_bool)
+                .unwrap_or(true);
             return Some(FastPath::ByteLevel {
                 add_prefix_space: pre.get("add_prefix_space")?.as_bool()?,
-                use_regex: pre
-                    .get("use_regex")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(true),
+                split: if use_regex {
+                    WordSplit::Gpt2
+                } else {
+                    WordSplit::Whole
+                },
+            });
+        }
+        if norm.is_null() && is_cl100k_split(pre) {
+            return Some(FastPath::ByteLevel {
+                add_prefix_space: false,
+                split: WordSplit::Cl100k,
             });
         }
         if norm.get("type")?.as_str()? != "BertNormalizer"
@@ -515,11 +560,11 @@ impl FastPath {
         matches!(self, FastPath::Bert { .. })
     }
 
-    /// ByteLevel: call `f` with the raw bytes of each word of `segment` (the GPT-2 regex
-    /// matches, after the optional prefix space).
+    /// ByteLevel: call `f` with the raw bytes of each word of `segment` (the regex matches,
+    /// after the optional prefix space).
     pub(crate) fn for_each_byte_level_word<E>(
         add_prefix_space: bool,
-        use_regex: bool,
+        split: WordSplit,
         segment: &str,
         mut f: impl FnMut(&[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
@@ -530,16 +575,20 @@ impl FastPath {
         } else {
             segment
         };
-        if !use_regex {
-            return if s.is_empty() {
-                Ok(())
-            } else {
-                f(s.as_bytes())
-            };
-        }
+        let match_end = match split {
+            WordSplit::Whole => {
+                return if s.is_empty() {
+                    Ok(())
+                } else {
+                    f(s.as_bytes())
+                };
+            }
+            WordSplit::Gpt2 => crate::byte_level::gpt2_match_end,
+            WordSplit::Cl100k => crate::byte_level::cl100k::match_end,
+        };
         let mut pos = 0;
         while pos < s.len() {
-            let end = crate::byte_level::gpt2_match_end(s, pos);
+            let end = match_end(s, pos);
             f(&s.as_bytes()[pos..end])?;
             pos = end;
         }

@@ -98,6 +98,21 @@ impl Tokenizer {
         }
     }
 
+    /// A tokenizer from a `.tiktoken` vocabulary, its split pattern (tiktoken's syntax) and its
+    /// special tokens, encoding as tiktoken does (`crate::formats::tiktoken`).
+    pub fn from_tiktoken(bytes: &[u8], pattern: &str, specials: &[(String, u32)]) -> Result<Self> {
+        let (v, bpe) = crate::formats::tiktoken::pipeline(bytes, pattern, specials)?;
+        let (core, padding, truncation) = crate::formats::tokenizer_json::build_with_model(
+            v,
+            Some(ModelWrapper::Bpe(Box::new(bpe))),
+        )?;
+        Ok(Tokenizer {
+            core: Arc::new(Backend::Json(Box::new(core))),
+            padding,
+            truncation,
+        })
+    }
+
     /// A BERT tokenizer from a `vocab.txt`, composed as `BertWordPieceTokenizer` composes it.
     /// `lowercase: None` guesses the casing from the vocabulary; `strip_accents: None` follows
     /// `lowercase`.
@@ -143,6 +158,12 @@ impl Tokenizer {
         };
         let mut v = core.json.clone();
         if let Some(obj) = v.as_object_mut() {
+            // A model built without a document (`from_tiktoken`) is written out now.
+            if obj.get("model").is_none_or(Value::is_null) {
+                if let ModelWrapper::Bpe(b) = &core.model {
+                    obj.insert("model".into(), b.to_json());
+                }
+            }
             obj.insert(
                 "truncation".into(),
                 self.truncation
@@ -609,7 +630,7 @@ impl Core {
             (
                 Some(FastPath::ByteLevel {
                     add_prefix_space,
-                    use_regex,
+                    split,
                 }),
                 m,
                 _,
@@ -619,7 +640,7 @@ impl Core {
                     _ => None,
                 };
                 self.ids_by_segment(text, out, |_, piece, out| {
-                    FastPath::for_each_byte_level_word(add_prefix_space, use_regex, piece, |raw| {
+                    FastPath::for_each_byte_level_word(add_prefix_space, split, piece, |raw| {
                         if let Some(bpe) = bpe {
                             return bpe.byte_level_ids(raw, out);
                         }
@@ -903,6 +924,65 @@ mod tests {
                 assert_eq!(x, y, "text {t:?}");
             }
         }
+    }
+
+    /// A `.tiktoken` tokenizer with the cl100k split takes the ByteLevel path (hand-written
+    /// split, whole-word lookup for `ignore_merges`, tiktoken's shared ranks) and gives the ids
+    /// of the general pipeline. "xyz" and "a b" are tokens no merge makes (their halves are not
+    /// tokens), so only the whole-word lookup finds them.
+    #[test]
+    fn cl100k_fast_ids_equal_general_pipeline() {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        for t in [
+            "ab", "abc", "bc", "aba", "ba", "bab", " a", " ab", "'s", "ll", "'ll", "xyz", "a b",
+            "\r\n", "  ", "12", "123", "caf", "é", "café", "中中", "AB", "ABC",
+        ] {
+            tokens.push(t.as_bytes().to_vec());
+        }
+        let file: String = tokens
+            .iter()
+            .enumerate()
+            .map(|(r, t)| format!("{} {r}\n", b64.encode(t)))
+            .collect();
+        let specials = [("<|end|>".to_string(), 1000u32)];
+        let pattern = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
+        let fast = Tokenizer::from_tiktoken(file.as_bytes(), pattern, &specials).unwrap();
+        let mut slow = Tokenizer::from_tiktoken(file.as_bytes(), pattern, &specials).unwrap();
+        match Arc::get_mut(&mut slow.core) {
+            Some(Backend::Json(c)) => {
+                assert!(matches!(
+                    c.fast,
+                    Some(FastPath::ByteLevel {
+                        split: crate::fast::WordSplit::Cl100k,
+                        ..
+                    })
+                ));
+                c.fast = None;
+            }
+            _ => panic!("expected a tokenizer.json backend"),
+        }
+        let mut all = texts(1500);
+        all.extend(
+            [
+                "xyz",
+                "a xyz b",
+                "ababab",
+                "I'LL 123456 <|end|>ab",
+                "abcab\r\n\r\n  x  ",
+            ]
+            .map(String::from),
+        );
+        for t in all {
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            fast.encode_ids(&t, true, &mut x).unwrap();
+            slow.encode_ids(&t, true, &mut y).unwrap();
+            assert_eq!(x, y, "text {t:?}");
+        }
+        let mut ids = Vec::new();
+        fast.encode_ids("xyz", false, &mut ids).unwrap();
+        assert_eq!(ids, [256 + 11]);
     }
 
     /// A Llama-like BPE document: characters, a few merges around `▁`, byte fallback for some

@@ -84,6 +84,10 @@ class Tokenizer:
     @staticmethod
     def from_sentencepiece(data: bytes) -> Tokenizer: ...
     @staticmethod
+    def from_tiktoken(
+        data: bytes, pattern: str, special_tokens: list[tuple[str, int]]
+    ) -> Tokenizer: ...
+    @staticmethod
     def from_spm_text(
         text: str,
         model_type: str = "bpe",

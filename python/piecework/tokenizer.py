@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Union
 
-from . import _core
+from . import _core, _tiktoken
 from ._core import Encoding, UnsupportedModelError
 from .batch import TokenBatch
 
@@ -72,7 +72,8 @@ def _looks_like_spm_text(data: bytes) -> bool:
 def detect_kind(data: bytes) -> str:
     """What a tokenizer file holds, by its content (never by its name):
     ``"tokenizer.json"``, ``"sentencepiece"`` (a protobuf .model), ``"spm"`` (the text
-    vocabulary ``base64 score type``) or ``"vocab.txt"`` (one WordPiece token per line)."""
+    vocabulary ``base64 score type``), ``"tiktoken"`` (lines ``base64 rank``) or
+    ``"vocab.txt"`` (one WordPiece token per line)."""
     head = data[:64].lstrip(b" \t\r\n")
     if head.startswith(b"\xef\xbb\xbf"):
         head = head[3:].lstrip(b" \t\r\n")
@@ -82,6 +83,8 @@ def detect_kind(data: bytes) -> str:
         return "sentencepiece"
     if _looks_like_spm_text(data):
         return "spm"
+    if _tiktoken.looks_like_tiktoken(data):
+        return "tiktoken"
     return "vocab.txt"
 
 
@@ -123,7 +126,8 @@ class Tokenizer:
     @classmethod
     def from_file(cls, path: PathLike) -> Tokenizer:
         """Load any supported file, recognised by its content: a tokenizer.json, a SentencePiece
-        .model (protobuf, whatever its name), a .spm text vocabulary or a BERT vocab.txt."""
+        .model (protobuf, whatever its name), a .spm text vocabulary, one of OpenAI's published
+        .tiktoken files or a BERT vocab.txt."""
         data = _read(path)
         kind = detect_kind(data)
         if kind == "tokenizer.json":
@@ -132,6 +136,8 @@ class Tokenizer:
             return cls.from_sentencepiece(data)
         if kind == "spm":
             return cls._from_spm_bytes(data, {})
+        if kind == "tiktoken":
+            return cls.from_tiktoken(data)
         return cls._from_vocab_bytes(data, None, None)
 
     @classmethod
@@ -154,6 +160,32 @@ class Tokenizer:
         """A BERT tokenizer from a vocab.txt. `lowercase=None` guesses the casing from the
         vocabulary; `strip_accents=None` follows `lowercase`."""
         return cls._from_vocab_bytes(_read(path), lowercase, strip_accents)
+
+    @classmethod
+    def from_tiktoken(
+        cls,
+        path_or_bytes: PathLike | bytes,
+        pattern: str | None = None,
+        special_tokens: dict[str, int] | None = None,
+    ) -> Tokenizer:
+        """A tokenizer from a .tiktoken vocabulary (lines ``base64 rank``), encoding as
+        tiktoken does. The file holds neither the split pattern (tiktoken's regex syntax) nor
+        the special tokens: for OpenAI's published files (r50k_base, p50k_base, cl100k_base,
+        o200k_base, recognised by content) they default to tiktoken's; otherwise give them."""
+        data = _read(path_or_bytes)
+        name = _tiktoken.known_encoding(data)
+        if name is not None:
+            _, known_pattern, known_specials = _tiktoken.ENCODINGS[name]
+            pattern = known_pattern if pattern is None else pattern
+            special_tokens = known_specials if special_tokens is None else special_tokens
+        if pattern is None:
+            raise _core.TokenizerError(
+                "from_tiktoken: this .tiktoken file is not one of OpenAI's published encodings; "
+                "give its split `pattern` (tiktoken's `pat_str`)"
+            )
+        specials = sorted((special_tokens or {}).items(), key=lambda kv: kv[1])
+        core = _core_constructor("from_tiktoken")(data, pattern, specials)
+        return cls(core, ("tiktoken", data, {"pattern": pattern, "special_tokens": specials}))
 
     @classmethod
     def from_sentencepiece(cls, path_or_bytes: PathLike | bytes) -> Tokenizer:
@@ -232,6 +264,8 @@ class Tokenizer:
                 other = Tokenizer._from_spm_bytes(data, opts)
             elif kind == "vocab.txt":
                 other = Tokenizer._from_vocab_bytes(data, opts["lowercase"], opts["strip_accents"])
+            elif kind == "tiktoken":
+                other = Tokenizer.from_tiktoken(data, opts["pattern"], dict(opts["special_tokens"]))
             else:
                 raise _core.InvalidDataError(f"unknown pickled tokenizer kind {kind!r}")
             other.no_padding()

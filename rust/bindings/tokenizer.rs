@@ -206,6 +206,21 @@ impl PyTokenizer {
         Ok(Self::new(tok))
     }
 
+    /// A tokenizer over a `.tiktoken` vocabulary (its bytes), its split pattern (tiktoken's
+    /// regex syntax) and special tokens, encoding as tiktoken does.
+    #[staticmethod]
+    fn from_tiktoken(
+        py: Python<'_>,
+        data: &[u8],
+        pattern: &str,
+        special_tokens: Vec<(String, u32)>,
+    ) -> PyResult<Self> {
+        let tok = py
+            .detach(|| Tokenizer::from_tiktoken(data, pattern, &special_tokens))
+            .map_err(to_py_err)?;
+        Ok(Self::new(tok))
+    }
+
     /// A tokenizer over a SentencePiece `.model` (its bytes), run as sentencepiece runs it.
     #[staticmethod]
     fn from_sentencepiece(py: Python<'_>, data: &[u8]) -> PyResult<Self> {

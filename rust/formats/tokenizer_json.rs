@@ -63,6 +63,14 @@ pub fn build_model(m: &Value) -> Result<ModelWrapper> {
 }
 
 pub(crate) fn build(v: Value) -> Result<(Core, Option<PaddingParams>, Option<TruncationParams>)> {
+    build_with_model(v, None)
+}
+
+/// `build`, with the model given already built (then the document's `model` is not read).
+pub(crate) fn build_with_model(
+    v: Value,
+    model: Option<ModelWrapper>,
+) -> Result<(Core, Option<PaddingParams>, Option<TruncationParams>)> {
     let obj = v
         .as_object()
         .ok_or_else(|| Error::invalid("tokenizer.json: expected a JSON object"))?;
@@ -73,10 +81,13 @@ pub(crate) fn build(v: Value) -> Result<(Core, Option<PaddingParams>, Option<Tru
             )));
         }
     }
-    let model = obj
-        .get("model")
-        .ok_or_else(|| Error::invalid("model: missing"))?;
-    let model = build_model(model)?;
+    let model = match model {
+        Some(m) => m,
+        None => build_model(
+            obj.get("model")
+                .ok_or_else(|| Error::invalid("model: missing"))?,
+        )?,
+    };
     let normalizer = present(obj.get("normalizer"))
         .map(|x| crate::normalizers::from_json(x).context("normalizer"))
         .transpose()?;

@@ -411,6 +411,45 @@ impl Bpe {
         })
     }
 
+    /// Give every merge the rank of the token it makes, tiktoken's order: the splits of one
+    /// token tie, and the engine breaks ties by position as tiktoken does.
+    pub(crate) fn rank_merges_by_result(&mut self) {
+        for v in self.merges.values_mut() {
+            v.0 = v.1;
+        }
+    }
+
+    pub(crate) fn set_ignore_merges(&mut self, on: bool) {
+        self.ignore_merges = on;
+    }
+
+    /// The tokenizer.json `model` object (vocabulary in id order, merges in rank order).
+    pub(crate) fn to_json(&self) -> Value {
+        let mut vocab: Vec<(&String, u32)> = self.vocab.iter().map(|(k, &v)| (k, v)).collect();
+        vocab.sort_unstable_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(b.0)));
+        let vocab: serde_json::Map<String, Value> = vocab
+            .into_iter()
+            .map(|(k, v)| (k.clone(), Value::from(v)))
+            .collect();
+        let merges: Vec<Value> = self
+            .merge_list
+            .iter()
+            .map(|(a, b)| Value::from(vec![a.as_str(), b.as_str()]))
+            .collect();
+        serde_json::json!({
+            "type": "BPE",
+            "dropout": self.dropout,
+            "unk_token": self.unk_token,
+            "continuing_subword_prefix": self.continuing_subword_prefix,
+            "end_of_word_suffix": self.end_of_word_suffix,
+            "fuse_unk": self.fuse_unk,
+            "byte_fallback": self.byte_fallback,
+            "ignore_merges": self.ignore_merges,
+            "vocab": vocab,
+            "merges": merges,
+        })
+    }
+
     pub fn merges(&self) -> &[(String, String)] {
         &self.merge_list
     }
@@ -519,9 +558,7 @@ impl Bpe {
     /// Whether `byte_level_ids` applies: deterministic merges over undecorated byte-level
     /// symbols, every byte known (so no unknown or byte-fallback handling is needed).
     pub(crate) fn has_byte_level_ids(&self) -> bool {
-        self.byte_level_syms.is_some()
-            && matches!(self.dropout, None | Some(0.0))
-            && !self.ignore_merges
+        self.byte_level_syms.is_some() && matches!(self.dropout, None | Some(0.0))
     }
 
     /// Ids of one word given as raw bytes, equal to `tokenize` of its byte-level string (the
@@ -533,7 +570,16 @@ impl Bpe {
                 "BPE: byte-level ids path used without its table",
             ));
         };
-        self.cached_ids(raw, out, |word, _, out| {
+        self.cached_ids(raw, out, |word, buf, out| {
+            if self.ignore_merges {
+                // A word that is a token is that token, merges or not (as `tokenize`).
+                buf.clear();
+                buf.extend(raw.iter().map(|&b| crate::byte_level::byte_to_char(b)));
+                if let Some(&id) = self.vocab.get(buf.as_str()) {
+                    out.push(id);
+                    return Ok(());
+                }
+            }
             for &b in raw {
                 word.push(syms[b as usize], 1);
             }

@@ -1,0 +1,151 @@
+//! The cl100k_base split (tiktoken's regex, as [`ONIG_PATTERN`] runs it) written by hand:
+//!
+//! ```text
+//! '(?i:[sdmt]|ll|ve|re) | [^\r\n\p{L}\p{N}]?+\p{L}++ | \p{N}{1,3}+ | ' '?[^\s\p{L}\p{N}]++[\r\n]*+
+//! | \s++\z | \s*[\r\n] | \s+(?!\S) | \s
+//! ```
+//!
+//! Each alternative is tried in order at the match start, as the regex engine does; the
+//! character classes are the ones the GPT-2 split uses (Oniguruma's, like the regex path).
+
+use super::{class, Class};
+
+/// The pattern tiktoken publishes for cl100k_base, translated for Oniguruma
+/// (`formats::tiktoken::onig_pattern`); a Split with exactly this regex takes this fast path.
+pub const ONIG_PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|(?>\p{N}{1,3})| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++\z|\s*[\r\n]|\s+(?!\S)|\s";
+
+fn is_newline(c: char) -> bool {
+    c == '\r' || c == '\n'
+}
+
+/// The byte just past the run of characters from `from` that satisfy `keep`.
+fn run(s: &str, from: usize, keep: impl Fn(char) -> bool) -> usize {
+    s.get(from..)
+        .and_then(|r| r.char_indices().find(|&(_, c)| !keep(c)))
+        .map_or(s.len(), |(i, _)| from + i)
+}
+
+/// The end of the contraction `'s 't 'd 'm 'll 've 're` (any case) starting at `pos`.
+fn contraction(s: &str, pos: usize) -> Option<usize> {
+    let mut it = s.get(pos + 1..)?.chars();
+    let a = it.next()?;
+    // `(?i:s)` also matches U+017F LATIN SMALL LETTER LONG S (simple case folding).
+    if matches!(a, 's' | 'S' | '\u{17F}' | 'd' | 'D' | 'm' | 'M' | 't' | 'T') {
+        return Some(pos + 1 + a.len_utf8());
+    }
+    let b = it.next()?;
+    let pair = (a.to_ascii_lowercase(), b.to_ascii_lowercase());
+    matches!(pair, ('l', 'l') | ('v', 'e') | ('r', 'e')).then_some(pos + 3)
+}
+
+/// The end of the cl100k match starting at byte `pos` of `s` (`pos < s.len()`).
+pub(crate) fn match_end(s: &str, pos: usize) -> usize {
+    let Some(c) = s.get(pos..).and_then(|r| r.chars().next()) else {
+        return s.len();
+    };
+    let after = pos + c.len_utf8();
+    if c == '\'' {
+        if let Some(end) = contraction(s, pos) {
+            return end;
+        }
+    }
+    let k = class(c);
+    // `[^\r\n\p{L}\p{N}]?+\p{L}++`: the optional lead is taken whenever it can be.
+    let letters_from = match k {
+        Class::Letter => Some(pos),
+        Class::Number => None,
+        _ if is_newline(c) => None,
+        _ => Some(after),
+    };
+    if let Some(from) = letters_from {
+        let end = run(s, from, |x| class(x) == Class::Letter);
+        if end > from {
+            return end;
+        }
+    }
+    if k == Class::Number {
+        let mut end = after;
+        for _ in 0..2 {
+            match s.get(end..).and_then(|r| r.chars().next()) {
+                Some(x) if class(x) == Class::Number => end += x.len_utf8(),
+                _ => break,
+            }
+        }
+        return end;
+    }
+    // ` ?[^\s\p{L}\p{N}]++[\r\n]*+`
+    let other_from = if c == ' ' { after } else { pos };
+    let other_end = run(s, other_from, |x| class(x) == Class::Other);
+    if other_end > other_from {
+        return run(s, other_end, is_newline);
+    }
+    // White space from here on (a letter, number or other character matched above).
+    let ws_end = run(s, pos, |x| class(x) == Class::Space);
+    if ws_end == s.len() {
+        return ws_end; // `\s++\z`
+    }
+    // `\s*[\r\n]`: up to the last newline of the run.
+    if let Some((i, _)) = s
+        .get(pos..ws_end)
+        .and_then(|r| r.char_indices().rev().find(|&(_, x)| is_newline(x)))
+    {
+        return pos + i + 1;
+    }
+    // `\s+(?!\S)`: the run but its last character, which the next word takes.
+    let last = s
+        .get(pos..ws_end)
+        .and_then(|r| r.char_indices().next_back())
+        .map_or(pos, |(i, _)| pos + i);
+    if last > pos {
+        return last;
+    }
+    after // `\s`
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text::SysRegex;
+
+    /// The hand-written split equals Oniguruma running the translated tiktoken pattern, on
+    /// random texts over every character class the pattern distinguishes.
+    #[test]
+    fn equals_the_regex() {
+        let translated = crate::formats::tiktoken::onig_pattern(
+            r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s",
+        );
+        assert_eq!(translated.as_deref().ok(), Some(ONIG_PATTERN));
+        let Ok(re) = SysRegex::new(ONIG_PATTERN) else {
+            panic!("pattern does not compile");
+        };
+        let alphabet: Vec<char> = "aZé\u{17F}sStTlLvVeErRdDmM'''  \t\r\n\u{a0}\u{2003}\u{3000}19٣²½.,!-/😀\u{301}\u{300}漢字ⅷ\u{85}\u{b}"
+            .chars()
+            .collect();
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..20_000 {
+            let len = (next() % 14) as usize;
+            let text: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            let mut expected = Vec::new();
+            let _ = re.for_each_match(&text, |s, e| {
+                expected.push((s, e));
+                Ok(())
+            });
+            let mut got = Vec::new();
+            let mut pos = 0;
+            while pos < text.len() {
+                let end = match_end(&text, pos);
+                got.push((pos, end));
+                pos = end;
+            }
+            assert_eq!(got, expected, "text {text:?}");
+        }
+    }
+}

@@ -1,0 +1,209 @@
+"""`.tiktoken` files against tiktoken itself: ids, special tokens, decoding, the split patterns
+of OpenAI's published encodings, and the file reader's errors.
+
+The oracle is a `tiktoken.Encoding` built offline from the same ranks, pattern and special
+tokens (tiktoken would download the file otherwise)."""
+
+from __future__ import annotations
+
+import base64
+import random
+
+import piecework
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from oracle import DATA_DIR, SWEEP, data_path
+from piecework import _tiktoken
+from strategies import corner_text
+
+tiktoken = pytest.importorskip("tiktoken")
+
+CL100K = "cl100k-tiktoken/cl100k_base.tiktoken"
+
+
+def _ranks(data: bytes) -> dict[bytes, int]:
+    ranks = {}
+    for line in data.splitlines():
+        if line.strip():
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def _file(ranks: dict[bytes, int]) -> bytes:
+    return b"".join(base64.b64encode(t) + b" %d\n" % r for t, r in ranks.items())
+
+
+def _pair(data: bytes, name: str, specials: dict[str, int] | None = None):
+    """(piecework tokenizer, tiktoken encoding) over the same ranks, with the pattern (and
+    unless given, the special tokens) of the published encoding `name`."""
+    _, pattern, known_specials = _tiktoken.ENCODINGS[name]
+    specials = known_specials if specials is None else specials
+    ours = piecework.Tokenizer.from_tiktoken(data, pattern, specials)
+    theirs = tiktoken.Encoding(
+        name=f"{name}-offline",
+        pat_str=pattern,
+        mergeable_ranks=_ranks(data),
+        special_tokens=specials,
+    )
+    return ours, theirs
+
+
+def _check(ours, theirs, texts) -> int:
+    for text in texts:
+        assert ours.encode_ids(text, add_special_tokens=False) == theirs.encode_ordinary(text), text
+    return len(texts)
+
+
+# ----------------------------------------------------------------- synthetic, no shared data
+def _synthetic_ranks(seed: int) -> dict[bytes, int]:
+    """All 256 bytes, then tokens made by joining two earlier tokens (so merges reach them),
+    plus a few whole-word-only tokens no merge makes."""
+    rng = random.Random(seed)
+    ranks = {bytes([b]): b for b in range(256)}
+    alphabet = [b"a", b"b", b" ", b"'", b"\n", b"1", "é".encode(), b"s"]
+    pool = list(alphabet)
+    while len(ranks) < 600:
+        t = rng.choice(pool) + rng.choice(pool)
+        if t not in ranks and len(t) <= 8:
+            ranks[t] = len(ranks)
+            pool.append(t)
+    for t in (b"xyz", b" qq", b"zz9"):
+        ranks[t] = len(ranks)
+    return ranks
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("name", ["cl100k_base", "r50k_base", "o200k_base"])
+def test_synthetic_vocabulary_equals_tiktoken(seed, name):
+    data = _file(_synthetic_ranks(seed))
+    ours, theirs = _pair(data, name, {"<|endoftext|>": 1000})
+    rng = random.Random(seed)
+    pieces = [
+        "a",
+        "b",
+        " ",
+        "'",
+        "\n",
+        "\r\n",
+        "1",
+        "é",
+        "s",
+        "S",
+        "'S",
+        "'ll",
+        "xyz",
+        " qq",
+        "zz9",
+    ]
+    pieces += ["\t", "  ", "2", "ab", "ba", "é\u0301", "😀", "\u00a0", "!"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randrange(0, 30))) for _ in range(600)]
+    texts += ["ababababa", "ab" * 40 + "a", " " * 9, "xyz xyz", "'s's's"]
+    assert _check(ours, theirs, texts) == len(texts)
+
+
+def test_equal_ranks_break_ties_by_position():
+    """aba is made by (ab, a) and by (a, ba): tiktoken ranks both splits as aba and merges the
+    leftmost first; a tokenizer.json would rank them one after the other."""
+    ranks = {bytes([b]): b for b in range(256)}
+    for t in (b"ab", b"ba", b"aba"):
+        ranks[t] = len(ranks)
+    data = _file(ranks)
+    pattern = r"\S+|\s+"
+    ours = piecework.Tokenizer.from_tiktoken(data, pattern, {})
+    theirs = tiktoken.Encoding(name="t", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+    for text in ["ababa", "babab", "abababa", "aababa"]:
+        assert ours.encode_ids(text) == theirs.encode_ordinary(text), text
+
+
+def test_reader_errors_name_the_line():
+    good = base64.b64encode(b"a") + b" 0\n"
+    with pytest.raises(piecework.InvalidDataError, match="line 2"):
+        piecework.Tokenizer.from_tiktoken(good + b"!!notbase64 1\n", r"\S+", {})
+    with pytest.raises(piecework.InvalidDataError, match="line 2"):
+        piecework.Tokenizer.from_tiktoken(good + base64.b64encode(b"b") + b" 0\n", r"\S+", {})
+    with pytest.raises(piecework.InvalidDataError, match="rank"):
+        piecework.Tokenizer.from_tiktoken(good, r"\S+", {"<|x|>": 0})
+    with pytest.raises(piecework.TokenizerError, match="pattern"):
+        piecework.Tokenizer.from_tiktoken(good)
+
+
+def test_detected_by_content():
+    data = _file(_synthetic_ranks(0))
+    assert piecework.detect_kind(data) == "tiktoken"
+    # An unknown .tiktoken needs its pattern: from_file says so instead of guessing.
+    with pytest.raises(piecework.TokenizerError, match="pattern"):
+        piecework.Tokenizer.from_file(data)
+
+
+# ----------------------------------------------------------------- cl100k_base, shared data
+@pytest.fixture(scope="module")
+def cl100k():
+    data = data_path(CL100K).read_bytes()
+    return (piecework.Tokenizer.from_file(DATA_DIR / CL100K), *_pair(data, "cl100k_base"))
+
+
+def _corpus_lines(limit: int) -> list[str]:
+    lines: list[str] = []
+    for name in ("big.txt", "udhr2_all.txt", "wagahaiwa_nekodearu.txt"):
+        path = DATA_DIR / "corpora" / name
+        if path.exists():
+            lines += path.read_text(encoding="utf-8", errors="replace").splitlines()[:limit]
+    return lines
+
+
+def test_cl100k_corpus_equals_tiktoken(cl100k):
+    from_file, ours, theirs = cl100k
+    lines = _corpus_lines(200_000 if SWEEP else 3_000)
+    assert _check(ours, theirs, lines) == len(lines)
+    # from_file recognises the published file and takes tiktoken's pattern and special tokens.
+    assert _check(from_file, theirs, lines[:500]) == min(500, len(lines))
+    docs = ["\n".join(lines[i : i + 400]) for i in range(0, len(lines), 400)]
+    assert _check(ours, theirs, docs) == len(docs)
+
+
+def test_cl100k_special_tokens_and_decode(cl100k):
+    _, ours, theirs = cl100k
+    text = "a<|endoftext|>b <|fim_prefix|>x<|endofprompt|>"
+    assert ours.encode_ids(text) == theirs.encode(text, allowed_special="all")
+    ids = theirs.encode_ordinary("héllo wörld 😀 it's 1234567")
+    assert ours.decode(ids) == theirs.decode(ids)
+
+
+@given(corner_text)
+def test_cl100k_unicode_corners_equal_tiktoken(cl100k, text):
+    _, ours, theirs = cl100k
+    assert ours.encode_ids(text, add_special_tokens=False) == theirs.encode_ordinary(text)
+
+
+@pytest.fixture(scope="module")
+def other_patterns():
+    """The r50k and o200k patterns (which take the general regex path) over cl100k's ranks."""
+    data = data_path(CL100K).read_bytes()
+    return [_pair(data, name, {}) for name in ("r50k_base", "o200k_base")]
+
+
+@given(
+    st.text(
+        alphabet=st.sampled_from(list(" \t\r\n\u00a0\u2028'sSlLvVeE1234567890aZé!?./\u0301😀Ǆ")),
+        max_size=40,
+    )
+    | corner_text
+)
+def test_published_patterns_on_cl100k_ranks(other_patterns, text):
+    for ours, theirs in other_patterns:
+        assert ours.encode_ids(text, add_special_tokens=False) == theirs.encode_ordinary(text)
+
+
+def test_cl100k_saved_as_tokenizer_json(cl100k):
+    """to_str writes the model out; the file loads back, and tokenizers reads it as well."""
+    _, ours, theirs = cl100k
+    tokenizers = pytest.importorskip("tokenizers")
+    saved = ours.to_str()
+    again = piecework.Tokenizer.from_str(saved)
+    hf = tokenizers.Tokenizer.from_str(saved)
+    for text in _corpus_lines(200)[:200] + ["Hello world, it's 12345 ok\n\n  "]:
+        expected = theirs.encode_ordinary(text)
+        assert again.encode_ids(text, add_special_tokens=False) == expected
+        assert hf.encode(text, add_special_tokens=False).ids == expected
