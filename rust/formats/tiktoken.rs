@@ -14,7 +14,6 @@ use crate::models::bpe::Bpe;
 use ahash::AHashMap;
 use base64::Engine;
 use serde_json::{json, Value};
-use std::collections::HashMap;
 
 /// Largest accepted `.tiktoken` file.
 pub const MAX_TIKTOKEN_BYTES: usize = 64 << 20;
@@ -31,7 +30,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<(Vec<u8>, u32)>> {
         )));
     }
     let b64 = base64::engine::general_purpose::STANDARD;
-    let mut rank_of: HashMap<Vec<u8>, (u32, usize)> = HashMap::new();
+    let mut rank_of: AHashMap<Vec<u8>, (u32, usize)> = AHashMap::new();
     let lines = bytes
         .split(|&b| b == b'\n')
         .flat_map(|l| l.split(|&b| b == b'\r'));

@@ -32,9 +32,10 @@ enum IdToToken {
 impl IdToToken {
     fn build(vocab: &AHashMap<String, u32>) -> Self {
         let max = vocab.values().copied().max().unwrap_or(0) as usize;
-        // Several tokens may share an id; keep the smallest string so the choice is stable.
+        // Several tokens may share an id; keep the smallest string so the choice is stable
+        // (written last). Ordering by id first keeps string comparisons to shared ids.
         let mut pairs: Vec<(&String, u32)> = vocab.iter().map(|(k, &v)| (k, v)).collect();
-        pairs.sort_unstable_by(|a, b| b.0.cmp(a.0));
+        pairs.sort_unstable_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)));
         if max <= vocab.len().saturating_mul(2) + 1024 {
             let mut v: Vec<Option<Box<str>>> = vec![None; max + 1];
             for (k, id) in pairs {
