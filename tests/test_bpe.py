@@ -764,3 +764,27 @@ def test_spm_crafted(specs: list[str], chars: str, texts: list[str], byte_fallba
     ours = _load_spm(data)
     for text in texts:
         _spm_compare(ours, sp, text)
+
+
+@pytest.fixture(scope="module")
+def gpt2_ignore_merges():
+    """GPT-2 with `ignore_merges` (as Llama 3 files have) and two tokens no merge makes, so the
+    ByteLevel ids path must look whole words up before merging."""
+    doc = json.loads(data_path("gpt2", "tokenizer.json").read_text(encoding="utf-8"))
+    vocab = doc["model"]["vocab"]
+    for extra in ("Ġzzqx", "qqqq"):
+        vocab[extra] = len(vocab)
+    doc["model"]["ignore_merges"] = True
+    s = json.dumps(doc)
+    return piecework.Tokenizer.from_str(s), tokenizers.Tokenizer.from_str(s)
+
+
+@given(text=st.one_of(corner_text, st.text(alphabet=" zqxabé'\n1", max_size=30)))
+def test_byte_level_ignore_merges(gpt2_ignore_merges, text: str) -> None:
+    ours, ref = gpt2_ignore_merges
+    for t in (text, f"{text} zzqx qqqq"):
+        assert (
+            ours.encode_ids(t, add_special_tokens=False)
+            == ref.encode(t, add_special_tokens=False).ids
+        )
+        _encode_both(ours, ref, t)
