@@ -706,6 +706,23 @@ impl Core {
             word: 0,
         };
         let model = self.model.as_model();
+        if let (
+            Some(FastPath::ByteLevel {
+                add_prefix_space,
+                split,
+            }),
+            ModelWrapper::Bpe(bpe),
+        ) = (self.fast(), &self.model)
+        {
+            if bpe.has_byte_level_ids()
+                && self.byte_level_encoding(text, add_prefix_space, split, bpe, &mut out)?
+            {
+                return Ok(out.enc);
+            }
+            // A vocabulary whose token strings do not spell their bytes: the general pipeline.
+            out.enc = Encoding::default();
+            out.word = 0;
+        }
         if let Some(fp) = self.fast().filter(FastPath::has_offsets) {
             let mut scratch = Scratch::default();
             let mut toks: Vec<Token> = Vec::new();
@@ -731,6 +748,92 @@ impl Core {
         let pts = self.tokenize(text)?;
         out.push_splits(model, &pts, 0);
         Ok(out.enc)
+    }
+}
+
+impl Core {
+    /// `encode_text` on the ByteLevel path: each word's ids come from the raw-byte merge (and
+    /// its cache), and each token's byte length from its byte-level string (one character per
+    /// byte). As in the general pipeline, every byte of a character is aligned to the whole
+    /// character, and a prefix space to the segment's first character. False (nothing usable
+    /// pushed) when a token's string does not have one character per byte of the word.
+    fn byte_level_encoding(
+        &self,
+        text: &str,
+        add_prefix_space: bool,
+        split: crate::fast::WordSplit,
+        bpe: &crate::models::bpe::Bpe,
+        out: &mut EncodingBuilder,
+    ) -> Result<bool> {
+        let model = self.model.as_model();
+        let mut ids = Vec::new();
+        let mut prefixed = String::new();
+        for (id, (s, e)) in self.segments(text) {
+            if let Some(id) = id {
+                out.push_token(model, &Token::with_value(id, &text[s..e], 0, e - s), s);
+                out.word += 1;
+                continue;
+            }
+            let seg = &text[s..e];
+            let Some(first) = seg.chars().next() else {
+                continue;
+            };
+            // Positions below `shift` are the prefix space, aligned to the first character.
+            let shift = usize::from(add_prefix_space && first != ' ');
+            let w = if shift == 1 {
+                prefixed.clear();
+                prefixed.push(' ');
+                prefixed.push_str(seg);
+                prefixed.as_str()
+            } else {
+                seg
+            };
+            let floor = |x: usize| {
+                (0..=x)
+                    .rev()
+                    .find(|&i| text.is_char_boundary(i))
+                    .unwrap_or(0)
+            };
+            let ceil = |x: usize| (x..=text.len()).find(|&i| text.is_char_boundary(i));
+            let mut word_start = 0;
+            while word_start < w.len() {
+                let word_end = match split {
+                    crate::fast::WordSplit::Whole => w.len(),
+                    crate::fast::WordSplit::Gpt2 => {
+                        crate::byte_level::gpt2_match_end(w, word_start)
+                    }
+                    crate::fast::WordSplit::Cl100k => {
+                        crate::byte_level::cl100k::match_end(w, word_start)
+                    }
+                };
+                ids.clear();
+                bpe.byte_level_ids(&w.as_bytes()[word_start..word_end], &mut ids)?;
+                let mut a = word_start;
+                for &id in &ids {
+                    let Some(len) = bpe.token_byte_len(id) else {
+                        return Ok(false);
+                    };
+                    let b = a + len;
+                    let start = if a < shift { s } else { floor(s + a - shift) };
+                    let end = if b <= shift {
+                        ceil(s + 1)
+                    } else {
+                        ceil(s + b - shift)
+                    };
+                    let Some(end) = end else {
+                        return Ok(false);
+                    };
+                    out.push(model, &Token::new(id, 0, 0), (start, end));
+                    a = b;
+                }
+                if a != word_end {
+                    return Ok(false);
+                }
+                out.word += 1;
+                word_start = word_end;
+            }
+        }
+        Ok(true)
     }
 }
 
@@ -922,8 +1025,23 @@ mod tests {
                 fast.encode_ids(&t, false, &mut x).unwrap();
                 slow.encode_ids(&t, false, &mut y).unwrap();
                 assert_eq!(x, y, "text {t:?}");
+                assert_same_encoding(&fast, &slow, &t);
             }
         }
+    }
+
+    /// `encode` on the fast path and on the general pipeline agree field by field.
+    fn assert_same_encoding(fast: &Tokenizer, slow: &Tokenizer, t: &str) {
+        let x = fast.encode(InputSequence::Raw(t), None, true).unwrap();
+        let y = slow.encode(InputSequence::Raw(t), None, true).unwrap();
+        assert_eq!(x.ids, y.ids, "ids of {t:?}");
+        assert_eq!(x.tokens, y.tokens, "tokens of {t:?}");
+        assert_eq!(x.offsets, y.offsets, "offsets of {t:?}");
+        assert_eq!(x.words, y.words, "words of {t:?}");
+        assert_eq!(
+            x.special_tokens_mask, y.special_tokens_mask,
+            "mask of {t:?}"
+        );
     }
 
     /// A `.tiktoken` tokenizer with the cl100k split takes the ByteLevel path (hand-written
@@ -979,6 +1097,7 @@ mod tests {
             fast.encode_ids(&t, true, &mut x).unwrap();
             slow.encode_ids(&t, true, &mut y).unwrap();
             assert_eq!(x, y, "text {t:?}");
+            assert_same_encoding(&fast, &slow, &t);
         }
         let mut ids = Vec::new();
         fast.encode_ids("xyz", false, &mut ids).unwrap();

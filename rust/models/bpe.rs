@@ -420,6 +420,11 @@ impl Bpe {
         }
     }
 
+    /// Bytes spelled by a byte-level token: one per character of its string.
+    pub(crate) fn token_byte_len(&self, id: u32) -> Option<usize> {
+        self.vocab_r.get(id).map(|t| t.chars().count())
+    }
+
     pub(crate) fn set_ignore_merges(&mut self, on: bool) {
         self.ignore_merges = on;
     }
