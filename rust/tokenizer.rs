@@ -723,6 +723,14 @@ impl Core {
             out.enc = Encoding::default();
             out.word = 0;
         }
+        if let (Some(FastPath::Meta { prepend }), ModelWrapper::Bpe(bpe)) =
+            (self.fast(), &self.model)
+        {
+            if bpe.has_meta_words() {
+                self.meta_encoding(text, prepend, &mut out)?;
+                return Ok(out.enc);
+            }
+        }
         if let Some(fp) = self.fast().filter(FastPath::has_offsets) {
             let mut scratch = Scratch::default();
             let mut toks: Vec<Token> = Vec::new();
@@ -834,6 +842,63 @@ impl Core {
             }
         }
         Ok(true)
+    }
+}
+
+impl Core {
+    /// `encode_text` on the Meta path: each segment is escaped with, per byte, the original
+    /// range it is aligned to (a replaced space to the space, a prepended `▁` to the first
+    /// character, as the general pipeline aligns them), cut where `has_meta_words` allows,
+    /// and each piece tokenized by the model.
+    fn meta_encoding(
+        &self,
+        text: &str,
+        prepend: crate::fast::MetaPrepend,
+        out: &mut EncodingBuilder,
+    ) -> Result<()> {
+        const META: char = '\u{2581}';
+        let model = self.model.as_model();
+        let mut esc = String::new();
+        let mut align: Vec<(usize, usize)> = Vec::new();
+        let mut toks: Vec<Token> = Vec::new();
+        for (id, (s, e)) in self.segments(text) {
+            if let Some(id) = id {
+                out.push_token(model, &Token::with_value(id, &text[s..e], 0, e - s), s);
+                out.word += 1;
+                continue;
+            }
+            let piece = &text[s..e];
+            let Some(first) = piece.chars().next() else {
+                continue;
+            };
+            esc.clear();
+            align.clear();
+            if prepend.applies(piece, s) {
+                esc.push(META);
+                align.extend([(s, s + first.len_utf8()); 3]);
+            }
+            for (i, c) in piece.char_indices() {
+                let r = (s + i, s + i + c.len_utf8());
+                let c = if c == ' ' { META } else { c };
+                esc.push(c);
+                align.extend(std::iter::repeat_n(r, c.len_utf8()));
+            }
+            crate::models::bpe::for_each_meta_word(&esc, |a, b| {
+                toks.clear();
+                model.tokenize(&esc[a..b], &mut toks)?;
+                for t in &toks {
+                    let first = align.get(a + t.offsets.0);
+                    let last = (a + t.offsets.1).checked_sub(1).and_then(|i| align.get(i));
+                    let (Some(first), Some(last)) = (first, last) else {
+                        return Err(Error::other("Meta path: token outside its piece"));
+                    };
+                    out.push(model, t, (first.0, last.1));
+                }
+                Ok(())
+            })?;
+            out.word += 1;
+        }
+        Ok(())
     }
 }
 
@@ -1181,6 +1246,7 @@ mod tests {
                 fast.encode_ids(&t, false, &mut x).unwrap();
                 slow.encode_ids(&t, false, &mut y).unwrap();
                 assert_eq!(x, y, "{shape}: text {t:?}");
+                assert_same_encoding(&fast, &slow, &t);
             }
         }
     }

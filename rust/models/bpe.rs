@@ -144,6 +144,25 @@ pub struct Bpe {
 /// SentencePiece's whitespace mark.
 const META: char = '\u{2581}';
 
+/// Calls `f(start, end)` for the pieces of `text` cut before every `▁` that follows another
+/// character: where `has_meta_words` allows the model to see them one by one.
+pub(crate) fn for_each_meta_word(
+    text: &str,
+    mut f: impl FnMut(usize, usize) -> Result<()>,
+) -> Result<()> {
+    let mut start = 0;
+    let mut prev_meta = true;
+    for (i, c) in text.char_indices() {
+        let meta = c == META;
+        if meta && !prev_meta {
+            f(start, i)?;
+            start = i;
+        }
+        prev_meta = meta;
+    }
+    f(start, text.len())
+}
+
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 /// Models whose id caches a thread keeps at once.
@@ -607,17 +626,7 @@ impl Bpe {
     /// Ids of a `▁`-escaped piece, equal to `tokenize(text)` (the caller checked
     /// `has_meta_words`): word by word, through the per-thread cache.
     pub(crate) fn meta_text_ids(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
-        let mut start = 0;
-        let mut prev_meta = true;
-        for (i, c) in text.char_indices() {
-            let meta = c == META;
-            if meta && !prev_meta {
-                self.meta_word_ids(&text[start..i], out)?;
-                start = i;
-            }
-            prev_meta = meta;
-        }
-        self.meta_word_ids(&text[start..], out)
+        for_each_meta_word(text, |s, e| self.meta_word_ids(&text[s..e], out))
     }
 
     fn meta_word_ids(&self, w: &str, out: &mut Vec<u32>) -> Result<()> {
