@@ -3,6 +3,7 @@
 //! equal rank, one merge at a time; continuing_subword_prefix / end_of_word_suffix decoration;
 //! unk (optionally fused), byte fallback, ignore_merges and dropout.
 
+mod backtrack;
 pub mod engine;
 mod ids_cache;
 
@@ -138,7 +139,13 @@ pub struct Bpe {
     meta_words: bool,
     /// Identity of this model in the per-thread id caches.
     uid: u64,
+    /// The encoder for long words, when the model allows one (see `backtrack`).
+    backtrack: backtrack::Lazy,
 }
+
+/// Words of at least this many bytes go to the backtracking encoder when the model has one:
+/// shorter ones are cached, and merge quickly on the heap anyway.
+const BACKTRACK_MIN: usize = 256;
 
 /// SentencePiece's whitespace mark.
 const META: char = '\u{2581}';
@@ -408,6 +415,7 @@ impl Bpe {
             byte_level_syms: all_bytes.then_some(syms),
             meta_words,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
+            backtrack: backtrack::Lazy::default(),
         })
     }
 
@@ -448,8 +456,50 @@ impl Bpe {
         self.merges.get(&pair_key(a, b)).copied()
     }
 
+    /// The backtracking encoder, for undecorated models (a word's symbols are then its
+    /// characters' vocabulary ids, whenever each character is in the vocabulary; unknown
+    /// characters make `encode` fail and the word takes the heap path). Unk, byte fallback
+    /// and ignore_merges act before or outside the merges, so they need no check here;
+    /// dropout is checked by the callers.
+    fn backtracker(&self) -> Option<&backtrack::Backtrack> {
+        self.backtrack.get_or_build(|| {
+            let decorated = self.continuing_subword_prefix.as_deref().is_some_and(|p| !p.is_empty())
+                || self.end_of_word_suffix.as_deref().is_some_and(|s| !s.is_empty());
+            if decorated {
+                return None;
+            }
+            backtrack::Backtrack::build(
+                self.vocab.iter().map(|(s, &id)| (s.as_str(), id)),
+                |c| self.vocab.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
+                |a, b| self.lookup(a, b),
+                self.merges
+                    .iter()
+                    .map(|(&k, &(rank, _))| ((k >> 32) as u32, k as u32, rank)),
+            )
+        })
+    }
+
+    /// Tokens of a long word by the backtracking encoder, as the word's symbols; false when
+    /// it does not apply (the word is then untouched).
+    fn backtrack_word(&self, text: &[u8], word: &mut Word) -> bool {
+        if text.len() < BACKTRACK_MIN {
+            return false;
+        }
+        let Some(bt) = self.backtracker() else {
+            return false;
+        };
+        word.clear();
+        let mut st = std::mem::take(&mut word.bt);
+        let ok = bt.encode(text, &mut st, |id, len| word.push(id, len));
+        word.bt = st;
+        ok
+    }
+
     /// The initial symbols of `w` (one per character, decorated), then the merges.
     fn merge_word(&self, w: &str, word: &mut Word, buf: &mut String, random: bool) -> Result<()> {
+        if !random && self.backtrack_word(w.as_bytes(), word) {
+            return Ok(());
+        }
         word.clear();
         // A pending unknown run: (unk id, byte length).
         let mut unk: Option<(u32, u32)> = None;
@@ -533,7 +583,17 @@ impl Bpe {
                 "BPE: byte-level ids path used without its table",
             ));
         };
-        self.cached_ids(raw, out, |word, _, out| {
+        self.cached_ids(raw, out, |word, buf, out| {
+            if raw.len() >= BACKTRACK_MIN {
+                // The byte-level string: its characters are the symbols merged here.
+                buf.clear();
+                buf.extend(raw.iter().map(|&b| crate::byte_level::byte_to_char(b)));
+                if self.backtrack_word(buf.as_bytes(), word) {
+                    out.extend(word.iter().map(|(id, _, _)| id));
+                    return Ok(());
+                }
+                word.clear();
+            }
             for &b in raw {
                 word.push(syms[b as usize], 1);
             }
