@@ -122,10 +122,14 @@ impl Lazy {
 
 /// Open addressing over one u64 per slot, `left (20 bits) | right (20) | rank + 1 (24)`, so a
 /// probe costs one cache line (the pair test is the hot loop). Zero marks an empty slot (a
-/// stored rank + 1 is never 0).
+/// stored rank + 1 is never 0). Most pairs looked up are not merges: a blocked Bloom filter
+/// (two bits in one word, about 16 bits per merge) small enough to stay in cache answers
+/// those without touching the table.
 struct PairTable {
     slots: Vec<u64>,
     mask: usize,
+    bloom: Vec<u64>,
+    bloom_shift: u32,
 }
 
 const PAIR_BITS: u32 = 20;
@@ -134,15 +138,20 @@ const RANK_BITS: u32 = 24;
 impl PairTable {
     fn new(entries: &[(u32, u32, u32)]) -> Option<PairTable> {
         let size = (entries.len() * 2).next_power_of_two().max(16);
+        let words = (entries.len() / 4).next_power_of_two().max(16);
         let mut t = PairTable {
             slots: vec![0; size],
             mask: size - 1,
+            bloom: vec![0; words],
+            bloom_shift: 64 - words.trailing_zeros(),
         };
         for &(a, b, r) in entries {
             if a >> PAIR_BITS != 0 || b >> PAIR_BITS != 0 || r >> RANK_BITS != 0 || r == 0 {
                 return None;
             }
             let k = (u64::from(a) << PAIR_BITS) | u64::from(b);
+            let (w, bits) = t.bloom_bits(k);
+            *t.bloom.get_mut(w)? |= bits;
             let mut i = Self::slot(k) & t.mask;
             loop {
                 let s = *t.slots.get(i)?;
@@ -162,10 +171,21 @@ impl PairTable {
         (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize
     }
 
+    #[inline]
+    fn bloom_bits(&self, k: u64) -> (usize, u64) {
+        let h = k.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+        let w = (h >> self.bloom_shift) as usize;
+        (w, (1 << ((h >> 20) & 63)) | (1 << ((h >> 26) & 63)))
+    }
+
     /// Rank + 1 of the merge (a, b), if any.
     #[inline]
     fn get(&self, a: u32, b: u32) -> Option<u32> {
         let k = (u64::from(a) << PAIR_BITS) | u64::from(b);
+        let (w, bits) = self.bloom_bits(k);
+        if self.bloom.get(w).is_none_or(|&x| x & bits != bits) {
+            return None;
+        }
         let mut i = Self::slot(k) & self.mask;
         loop {
             let s = *self.slots.get(i)?;
@@ -216,7 +236,10 @@ impl Backtrack {
         L: Fn(u32, u32) -> Option<(u32, u32)>,
         M: Iterator<Item = (u32, u32, u32)>,
     {
-        let vocab: Vec<(&str, u32)> = vocab.collect();
+        let mut vocab: Vec<(&str, u32)> = vocab.collect();
+        // Dense indices in breadth-first trie order (by length, then bytes): the tokens a
+        // text uses together sit close in memory, as do their trie nodes.
+        vocab.sort_unstable_by(|x, y| (x.0.len(), x.0).cmp(&(y.0.len(), y.0)));
         // One string per id: then an id stands for its string and a merge's result is the
         // concatenation of its parts.
         let mut seen = AHashSet::with_capacity(vocab.len());
