@@ -463,8 +463,14 @@ impl Bpe {
     /// dropout is checked by the callers.
     fn backtracker(&self) -> Option<&backtrack::Backtrack> {
         self.backtrack.get_or_build(|| {
-            let decorated = self.continuing_subword_prefix.as_deref().is_some_and(|p| !p.is_empty())
-                || self.end_of_word_suffix.as_deref().is_some_and(|s| !s.is_empty());
+            let decorated = self
+                .continuing_subword_prefix
+                .as_deref()
+                .is_some_and(|p| !p.is_empty())
+                || self
+                    .end_of_word_suffix
+                    .as_deref()
+                    .is_some_and(|s| !s.is_empty());
             if decorated {
                 return None;
             }
@@ -1100,6 +1106,86 @@ mod tests {
             seen.insert(strs(&m, "abc").len());
         }
         assert!(seen.contains(&1) && seen.contains(&3), "{seen:?}");
+    }
+
+    /// The backtracking encoder against the heap merge on the real byte-level (gpt2) and
+    /// character-level (codellama) files: long runs, periodic and random words, random bytes.
+    #[test]
+    fn backtrack_matches_heap_on_real_models() {
+        let mut x = 0x0DDB_1A5E_5BAD_5EEDu64;
+        let mut next = move |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for name in ["gpt2", "codellama"] {
+            let path = format!("{}/{name}/tokenizer.json", crate::test_data_dir());
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                eprintln!("skipped: {path} not found");
+                continue;
+            };
+            let v: Value = serde_json::from_str(&text).unwrap();
+            let m = Bpe::from_json(&v["model"]).unwrap();
+            let bt = m.backtracker().expect("the model meets the preconditions");
+            let alphabets = [
+                "a",
+                "ab",
+                "abc",
+                "ba",
+                "e\u{e9}",
+                "xyz\u{4e00}",
+                "abcdefghijklmnopqrstuvwxyz",
+            ];
+            for round in 0..400 {
+                let n = 1 + next(if round % 10 == 0 { 5000 } else { 600 }) as usize;
+                let word: Vec<u8> = if name == "gpt2" && round % 4 == 3 {
+                    // Raw bytes through the byte-level alphabet.
+                    (0..n).map(|_| next(256) as u8).collect()
+                } else {
+                    let chars: Vec<char> = alphabets[round % alphabets.len()].chars().collect();
+                    let mut s = String::new();
+                    let period = 1 + next(6) as usize;
+                    let pat: Vec<char> = (0..period)
+                        .map(|_| chars[next(chars.len() as u64) as usize])
+                        .collect();
+                    while s.len() < n {
+                        match round % 3 {
+                            0 => s.push(chars[next(chars.len() as u64) as usize]),
+                            1 => s.extend(pat.iter()),
+                            _ => {
+                                let c = chars[next(chars.len() as u64) as usize];
+                                s.extend(std::iter::repeat_n(c, 1 + next(12) as usize));
+                            }
+                        }
+                    }
+                    s.into_bytes()
+                };
+                let text: String = if name == "gpt2" {
+                    word.iter()
+                        .map(|&b| crate::byte_level::byte_to_char(b))
+                        .collect()
+                } else {
+                    String::from_utf8(word).unwrap()
+                };
+                let mut heap = Word::default();
+                for c in text.chars() {
+                    let id = m.vocab[c.encode_utf8(&mut [0; 4]) as &str];
+                    heap.push(id, c.len_utf8() as u32);
+                }
+                heap.merge_all(|a, b| m.lookup(a, b), None::<fn() -> bool>, |_, _, _| {});
+                let want: Vec<_> = heap.iter().collect();
+                let mut got = Word::default();
+                let mut st = super::backtrack::State::default();
+                assert!(bt.encode(text.as_bytes(), &mut st, |id, len| got.push(id, len)));
+                assert_eq!(got.iter().collect::<Vec<_>>(), want, "{name} {text:?}");
+                // And through the model's own entry points.
+                let mut out = Vec::new();
+                m.tokenize(&text, &mut out).unwrap();
+                let ids: Vec<u32> = out.iter().map(|t| t.id).collect();
+                assert_eq!(ids, want.iter().map(|w| w.0).collect::<Vec<_>>());
+            }
+        }
     }
 
     #[test]

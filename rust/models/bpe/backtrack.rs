@@ -490,7 +490,8 @@ impl Backtrack {
         st.stack.clear();
         st.dead.clear();
         st.dead.resize(n / 64 + 1, 0);
-        let is_dead = |dead: &[u64], p: usize| dead.get(p / 64).is_some_and(|w| w >> (p % 64) & 1 == 1);
+        let is_dead =
+            |dead: &[u64], p: usize| dead.get(p / 64).is_some_and(|w| w >> (p % 64) & 1 == 1);
         let mut pos = 0usize;
         let mut next = self.longest(text);
         while pos < n {
@@ -662,7 +663,9 @@ mod tests {
                 t.ids.iter().map(|(s, &id)| (s.as_str(), id)),
                 |c| t.ids.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
                 lookup,
-                t.merges.iter().map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
+                t.merges
+                    .iter()
+                    .map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
             );
             let Some(bt) = bt else {
                 continue;
@@ -687,16 +690,31 @@ mod tests {
     fn refuses_a_merge_ranked_before_its_parts() {
         // ab is made at rank 1, abc = (ab, c) at rank 0: "abcd" with (c, d) at rank 2 would
         // fool the rank-only pair test, so no encoder is built.
-        let ids: AHashMap<&str, u32> = [("a", 0), ("b", 1), ("c", 2), ("d", 3), ("ab", 4), ("abc", 5), ("cd", 6)]
-            .into_iter()
-            .collect();
-        let merges: AHashMap<u64, (u32, u32)> =
-            [(key(4, 2), (0, 5)), (key(0, 1), (1, 4)), (key(2, 3), (2, 6))].into_iter().collect();
+        let ids: AHashMap<&str, u32> = [
+            ("a", 0),
+            ("b", 1),
+            ("c", 2),
+            ("d", 3),
+            ("ab", 4),
+            ("abc", 5),
+            ("cd", 6),
+        ]
+        .into_iter()
+        .collect();
+        let merges: AHashMap<u64, (u32, u32)> = [
+            (key(4, 2), (0, 5)),
+            (key(0, 1), (1, 4)),
+            (key(2, 3), (2, 6)),
+        ]
+        .into_iter()
+        .collect();
         let bt = Backtrack::build(
             ids.iter().map(|(s, &id)| (*s, id)),
             |c| ids.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
             |a, b| merges.get(&key(a, b)).copied(),
-            merges.iter().map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
+            merges
+                .iter()
+                .map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
         );
         assert!(bt.is_none());
     }
@@ -718,7 +736,9 @@ mod tests {
             ids.iter().map(|(s, &id)| (s.as_str(), id)),
             |c| ids.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
             |a, b| merges.get(&key(a, b)).copied(),
-            merges.iter().map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
+            merges
+                .iter()
+                .map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
         )
         .unwrap();
         let text = "a".repeat(1_000_003);
