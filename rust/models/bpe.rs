@@ -3,6 +3,7 @@
 //! equal rank, one merge at a time; continuing_subword_prefix / end_of_word_suffix decoration;
 //! unk (optionally fused), byte fallback, ignore_merges and dropout.
 
+mod backtrack;
 pub mod engine;
 mod ids_cache;
 
@@ -139,7 +140,13 @@ pub struct Bpe {
     meta_words: bool,
     /// Identity of this model in the per-thread id caches.
     uid: u64,
+    /// The encoder for long words, when the model allows one (see `backtrack`).
+    backtrack: backtrack::Lazy,
 }
+
+/// Words of at least this many bytes go to the backtracking encoder when the model has one:
+/// shorter ones are cached, and merge quickly on the heap anyway.
+const BACKTRACK_MIN: usize = 256;
 
 /// SentencePiece's whitespace mark.
 const META: char = '\u{2581}';
@@ -428,6 +435,7 @@ impl Bpe {
             byte_level_syms: all_bytes.then_some(syms),
             meta_words,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
+            backtrack: backtrack::Lazy::default(),
         })
     }
 
@@ -512,8 +520,56 @@ impl Bpe {
         self.merges.get(&pair_key(a, b)).copied()
     }
 
+    /// The backtracking encoder, for undecorated models (a word's symbols are then its
+    /// characters' vocabulary ids, whenever each character is in the vocabulary; unknown
+    /// characters make `encode` fail and the word takes the heap path). Unk, byte fallback
+    /// and ignore_merges act before or outside the merges, so they need no check here;
+    /// dropout is checked by the callers.
+    fn backtracker(&self) -> Option<&backtrack::Backtrack> {
+        self.backtrack.get_or_build(|| {
+            let decorated = self
+                .continuing_subword_prefix
+                .as_deref()
+                .is_some_and(|p| !p.is_empty())
+                || self
+                    .end_of_word_suffix
+                    .as_deref()
+                    .is_some_and(|s| !s.is_empty());
+            if decorated {
+                return None;
+            }
+            backtrack::Backtrack::build(
+                self.vocab.iter().map(|(s, &id)| (s.as_str(), id)),
+                |c| self.vocab.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
+                |a, b| self.lookup(a, b),
+                self.merges
+                    .iter()
+                    .map(|(&k, &(rank, _))| ((k >> 32) as u32, k as u32, rank)),
+            )
+        })
+    }
+
+    /// Tokens of a long word by the backtracking encoder, as the word's symbols; false when
+    /// it does not apply (the word is then untouched).
+    fn backtrack_word(&self, text: &[u8], word: &mut Word) -> bool {
+        if text.len() < BACKTRACK_MIN {
+            return false;
+        }
+        let Some(bt) = self.backtracker() else {
+            return false;
+        };
+        word.clear();
+        let mut st = std::mem::take(&mut word.bt);
+        let ok = bt.encode(text, &mut st, |id, len| word.push(id, len));
+        word.bt = st;
+        ok
+    }
+
     /// The initial symbols of `w` (one per character, decorated), then the merges.
     fn merge_word(&self, w: &str, word: &mut Word, buf: &mut String, random: bool) -> Result<()> {
+        if !random && self.backtrack_word(w.as_bytes(), word) {
+            return Ok(());
+        }
         word.clear();
         // A pending unknown run: (unk id, byte length).
         let mut unk: Option<(u32, u32)> = None;
@@ -596,14 +652,24 @@ impl Bpe {
             ));
         };
         self.cached_ids(raw, out, |word, buf, out| {
-            if self.ignore_merges {
-                // A word that is a token is that token, merges or not (as `tokenize`).
+            if self.ignore_merges || raw.len() >= BACKTRACK_MIN {
+                // The byte-level string: its characters are the symbols merged here.
                 buf.clear();
                 buf.extend(raw.iter().map(|&b| crate::byte_level::byte_to_char(b)));
+            }
+            if self.ignore_merges {
+                // A word that is a token is that token, merges or not (as `tokenize`).
                 if let Some(&id) = self.vocab.get(buf.as_str()) {
                     out.push(id);
                     return Ok(());
                 }
+            }
+            if raw.len() >= BACKTRACK_MIN {
+                if self.backtrack_word(buf.as_bytes(), word) {
+                    out.extend(word.iter().map(|(id, _, _)| id));
+                    return Ok(());
+                }
+                word.clear();
             }
             for &b in raw {
                 word.push(syms[b as usize], 1);
@@ -1101,6 +1167,86 @@ mod tests {
             seen.insert(strs(&m, "abc").len());
         }
         assert!(seen.contains(&1) && seen.contains(&3), "{seen:?}");
+    }
+
+    /// The backtracking encoder against the heap merge on the real byte-level (gpt2) and
+    /// character-level (codellama) files: long runs, periodic and random words, random bytes.
+    #[test]
+    fn backtrack_matches_heap_on_real_models() {
+        let mut x = 0x0DDB_1A5E_5BAD_5EEDu64;
+        let mut next = move |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for name in ["gpt2", "codellama"] {
+            let path = format!("{}/{name}/tokenizer.json", crate::test_data_dir());
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                eprintln!("skipped: {path} not found");
+                continue;
+            };
+            let v: Value = serde_json::from_str(&text).unwrap();
+            let m = Bpe::from_json(&v["model"]).unwrap();
+            let bt = m.backtracker().expect("the model meets the preconditions");
+            let alphabets = [
+                "a",
+                "ab",
+                "abc",
+                "ba",
+                "e\u{e9}",
+                "xyz\u{4e00}",
+                "abcdefghijklmnopqrstuvwxyz",
+            ];
+            for round in 0..400 {
+                let n = 1 + next(if round % 10 == 0 { 5000 } else { 600 }) as usize;
+                let word: Vec<u8> = if name == "gpt2" && round % 4 == 3 {
+                    // Raw bytes through the byte-level alphabet.
+                    (0..n).map(|_| next(256) as u8).collect()
+                } else {
+                    let chars: Vec<char> = alphabets[round % alphabets.len()].chars().collect();
+                    let mut s = String::new();
+                    let period = 1 + next(6) as usize;
+                    let pat: Vec<char> = (0..period)
+                        .map(|_| chars[next(chars.len() as u64) as usize])
+                        .collect();
+                    while s.len() < n {
+                        match round % 3 {
+                            0 => s.push(chars[next(chars.len() as u64) as usize]),
+                            1 => s.extend(pat.iter()),
+                            _ => {
+                                let c = chars[next(chars.len() as u64) as usize];
+                                s.extend(std::iter::repeat_n(c, 1 + next(12) as usize));
+                            }
+                        }
+                    }
+                    s.into_bytes()
+                };
+                let text: String = if name == "gpt2" {
+                    word.iter()
+                        .map(|&b| crate::byte_level::byte_to_char(b))
+                        .collect()
+                } else {
+                    String::from_utf8(word).unwrap()
+                };
+                let mut heap = Word::default();
+                for c in text.chars() {
+                    let id = m.vocab[c.encode_utf8(&mut [0; 4]) as &str];
+                    heap.push(id, c.len_utf8() as u32);
+                }
+                heap.merge_all(|a, b| m.lookup(a, b), None::<fn() -> bool>, |_, _, _| {});
+                let want: Vec<_> = heap.iter().collect();
+                let mut got = Word::default();
+                let mut st = super::backtrack::State::default();
+                assert!(bt.encode(text.as_bytes(), &mut st, |id, len| got.push(id, len)));
+                assert_eq!(got.iter().collect::<Vec<_>>(), want, "{name} {text:?}");
+                // And through the model's own entry points.
+                let mut out = Vec::new();
+                m.tokenize(&text, &mut out).unwrap();
+                let ids: Vec<u32> = out.iter().map(|t| t.id).collect();
+                assert_eq!(ids, want.iter().map(|w| w.0).collect::<Vec<_>>());
+            }
+        }
     }
 
     #[test]

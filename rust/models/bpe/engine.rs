@@ -32,6 +32,8 @@ pub struct Word {
     cands: Vec<(u32, u32)>,
     /// The queue for long words.
     ranks: RankQueue,
+    /// Scratch space of the backtracking encoder (long words).
+    pub bt: super::backtrack::State,
 }
 
 /// Words with at least this many symbols queue their candidates by rank.
@@ -173,6 +175,7 @@ impl Word {
         if self.cands.capacity() > KEEP {
             self.cands = Vec::new();
         }
+        self.bt.trim();
     }
 
     /// Merge `right` (at `next_pos`) into `cur` (at `pos`) as `new_id`, relinking the list.
