@@ -4,8 +4,11 @@
 //! bytes and the model, and a cache belongs to one model (keyed by its `uid`). Words of up to
 //! 16 bytes are keys held inline as two zero-padded integers plus the length, so a lookup is
 //! one multiply-shift hash and integer compares, and a hit copies at most `MAX_IDS` ids kept
-//! in the slot itself (one 32-byte slot, half a cache line). The table is open addressing with
-//! linear probing and starts over when half full.
+//! in the slot itself (one 32-byte slot, half a cache line). The table is 4-way set
+//! associative: a word lives in one of the 4 slots of its bucket (128 bytes), and a new word
+//! in a full bucket replaces one of them. So the frequent words stay (a rare word evicts one
+//! word, where starting the table over would evict all of them) and a lookup reads two
+//! cache lines at most.
 
 use std::cell::Cell;
 
@@ -14,7 +17,8 @@ pub(crate) const MAX_WORD: usize = 16;
 /// Most ids a cached word may have.
 const MAX_IDS: usize = 3;
 const SLOTS: usize = 1 << 14;
-const MAX_ENTRIES: usize = SLOTS / 2;
+/// Slots per bucket.
+const WAYS: usize = 4;
 /// Models whose caches a thread keeps at once.
 const MODELS: usize = 4;
 
@@ -92,11 +96,15 @@ impl WordKey {
         (v.to_le_bytes(), usize::from(self.len))
     }
 
+    /// The first slot of the key's bucket, and which slot of it a new word replaces.
     #[inline]
-    fn slot(&self) -> usize {
+    fn bucket(&self) -> (usize, usize) {
         let h = (self.k0 ^ self.k1.rotate_left(29) ^ u64::from(self.len).wrapping_mul(0x9E37_79B9))
             .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        (h >> 50) as usize & (SLOTS - 1)
+        (
+            (h >> 50) as usize & (SLOTS - WAYS),
+            (h >> 40) as usize % WAYS,
+        )
     }
 }
 
@@ -112,14 +120,12 @@ struct Slot {
 
 pub(crate) struct WordCache {
     slots: Vec<Slot>,
-    entries: usize,
 }
 
 impl Default for WordCache {
     fn default() -> Self {
         WordCache {
             slots: vec![Slot::default(); SLOTS],
-            entries: 0,
         }
     }
 }
@@ -128,14 +134,11 @@ impl WordCache {
     /// Append the cached ids of `key` to `out`; false when absent.
     #[inline]
     pub(crate) fn get(&self, key: &WordKey, out: &mut Vec<u32>) -> bool {
-        let mut i = key.slot();
-        loop {
-            let Some(s) = self.slots.get(i) else {
-                return false;
-            };
-            if s.len == 0 {
-                return false;
-            }
+        let (b, _) = key.bucket();
+        let Some(bucket) = self.slots.get(b..b + WAYS) else {
+            return false;
+        };
+        for s in bucket {
             if s.k0 == key.k0 && s.k1 == key.k1 && s.len == key.len {
                 // At most three ids: pushes beat a call to memcpy.
                 for &id in s.ids.iter().take(usize::from(s.n)) {
@@ -143,12 +146,12 @@ impl WordCache {
                 }
                 return true;
             }
-            i = (i + 1) & (SLOTS - 1);
         }
+        false
     }
 
-    /// Remember the ids of `key` (not yet present); words of more than `MAX_IDS` ids are not
-    /// kept.
+    /// Remember the ids of `key` (not yet present), in a free slot of its bucket or in place
+    /// of one of its words; words of more than `MAX_IDS` ids are not kept.
     #[inline]
     pub(crate) fn insert(&mut self, key: &WordKey, ids: &[u32]) {
         let mut kept = [0u32; MAX_IDS];
@@ -156,15 +159,12 @@ impl WordCache {
             return;
         };
         dst.copy_from_slice(ids);
-        if self.entries >= MAX_ENTRIES {
-            self.slots.fill(Slot::default());
-            self.entries = 0;
-        }
-        let mut i = key.slot();
-        while self.slots.get(i).is_some_and(|s| s.len != 0) {
-            i = (i + 1) & (SLOTS - 1);
-        }
-        if let Some(s) = self.slots.get_mut(i) {
+        let (b, victim) = key.bucket();
+        let Some(bucket) = self.slots.get_mut(b..b + WAYS) else {
+            return;
+        };
+        let i = bucket.iter().position(|s| s.len == 0).unwrap_or(victim);
+        if let Some(s) = bucket.get_mut(i) {
             *s = Slot {
                 k0: key.k0,
                 k1: key.k1,
@@ -172,7 +172,6 @@ impl WordCache {
                 n: ids.len() as u8,
                 ids: kept,
             };
-            self.entries += 1;
         }
     }
 }
@@ -263,15 +262,25 @@ mod tests {
     }
 
     #[test]
-    fn starts_over_when_full() {
+    fn a_full_bucket_keeps_its_other_words() {
         let mut t = WordCache::default();
-        for i in 0..(MAX_ENTRIES as u32 + 10) {
-            t.insert(&WordKey::of(&i.to_le_bytes()).unwrap(), &[i]);
+        let keys: Vec<WordKey> = (0..200_000u32)
+            .map(|i| WordKey::of(&i.to_le_bytes()).unwrap())
+            .collect();
+        for (i, k) in (0u32..).zip(&keys) {
+            t.insert(k, &[i]);
         }
+        // Every slot is used, each holds the key it says, and the last word is there.
         let mut out = Vec::new();
-        let last = MAX_ENTRIES as u32 + 9;
-        assert!(t.get(&WordKey::of(&last.to_le_bytes()).unwrap(), &mut out));
-        assert!(!t.get(&WordKey::of(&0u32.to_le_bytes()).unwrap(), &mut out));
-        assert_eq!(out, [last]);
+        let mut hits = 0;
+        for (i, k) in (0u32..).zip(&keys) {
+            out.clear();
+            if t.get(k, &mut out) {
+                assert_eq!(out, [i]);
+                hits += 1;
+            }
+        }
+        assert_eq!(hits, SLOTS);
+        assert!(t.get(keys.last().unwrap(), &mut out));
     }
 }
