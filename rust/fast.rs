@@ -214,6 +214,8 @@ pub(crate) struct Scratch {
     /// indexed by `BertFlags::index() * 256 + block`. Per thread (in the scratch space), so
     /// no lock is taken and nothing is shared across `fork`.
     blocks: Vec<Option<Box<CharBlock>>>,
+    /// The ids path's word caches, one per WordPiece model (see `WordPiece::cache_in`).
+    caches: Vec<(u64, WordCache)>,
 }
 
 /// One word of a segment, in the order the general pipeline produces words.
@@ -457,6 +459,19 @@ impl BertFlags {
     /// only between such starters), the per-character stages leave it alone, and the
     /// pre-tokenizer isolates it, so no word spans it.
     pub(crate) fn wordpiece_ids(
+        &self,
+        wp: &WordPiece,
+        segment: &str,
+        s: &mut Scratch,
+        out: &mut Vec<u32>,
+    ) -> PwResult<()> {
+        let mut caches = std::mem::take(&mut s.caches);
+        let r = self.wordpiece_ids_cached(wp, segment, s, wp.cache_in(&mut caches), out);
+        s.caches = caches;
+        r
+    }
+
+    fn wordpiece_ids_cached(
         &self,
         wp: &WordPiece,
         segment: &str,

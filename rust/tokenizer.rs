@@ -205,6 +205,8 @@ impl Tokenizer {
             return self.core.ids_of_text(text, out);
         }
         // The ids go straight into `out` (no growing of a second vector), then are replaced.
+        // Room for about one id per 4 bytes up front saves the first few regrowths.
+        out.reserve(text.len().min(1 << 20) / 4 + 4);
         let start = out.len();
         self.core.ids_of_text(text, out)?;
         if let (None, Some(p)) = (&self.truncation, processor) {
@@ -664,10 +666,8 @@ impl Core {
             }
             (Some(FastPath::Bert(flags)), ModelWrapper::WordPiece(wp), _) => {
                 crate::fast::with_scratch(|scratch| {
-                    wp.with_cache(|cache| {
-                        self.ids_by_segment(text, out, |_, piece, out| {
-                            flags.wordpiece_ids(wp, piece, scratch, cache, out)
-                        })
+                    self.ids_by_segment(text, out, |_, piece, out| {
+                        flags.wordpiece_ids(wp, piece, scratch, out)
                     })
                 })
             }

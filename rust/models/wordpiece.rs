@@ -478,9 +478,9 @@ impl WordPiece {
         }
     }
 
-    /// Run `f` with this thread's word cache for this model.
-    pub(crate) fn with_cache<R>(&self, f: impl FnOnce(&mut WordCache) -> R) -> R {
-        word_cache::with_cache(self.d.uid, f)
+    /// This model's word cache among a thread's caches.
+    pub(crate) fn cache_in<'a>(&self, caches: &'a mut Vec<(u64, WordCache)>) -> &'a mut WordCache {
+        word_cache::cache_for(caches, self.d.uid)
     }
 
     fn unk_id(&self) -> Result<u32> {

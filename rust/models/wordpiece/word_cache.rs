@@ -10,8 +10,6 @@
 //! word, where starting the table over would evict all of them) and a lookup reads two
 //! cache lines at most.
 
-use std::cell::Cell;
-
 /// Longest cached word, in bytes.
 pub(crate) const MAX_WORD: usize = 16;
 /// Most ids a cached word may have.
@@ -176,16 +174,10 @@ impl WordCache {
     }
 }
 
-thread_local! {
-    /// Per thread, so lookups take no lock and threads never wait on each other; keyed by
-    /// model `uid`, most recently used last.
-    static CACHES: Cell<Vec<(u64, WordCache)>> = const { Cell::new(Vec::new()) };
-}
-
-/// Run `f` with this thread's cache for the model `uid`. The caches are taken out for the
-/// call and put back after (a nested call, which nothing makes today, would start empty).
-pub(crate) fn with_cache<R>(uid: u64, f: impl FnOnce(&mut WordCache) -> R) -> R {
-    let mut caches = CACHES.try_with(Cell::take).unwrap_or_default();
+/// This model's cache among a thread's caches (kept in the thread's scratch space, so lookups
+/// take no lock and threads never wait on each other), made when missing; the oldest goes when
+/// more than `MODELS` models are in use.
+pub(crate) fn cache_for(caches: &mut Vec<(u64, WordCache)>, uid: u64) -> &mut WordCache {
     let pos = match caches.iter().position(|c| c.0 == uid) {
         Some(p) => p,
         None => {
@@ -196,12 +188,8 @@ pub(crate) fn with_cache<R>(uid: u64, f: impl FnOnce(&mut WordCache) -> R) -> R 
             caches.len() - 1
         }
     };
-    let r = match caches.get_mut(pos) {
-        Some((_, cache)) => f(cache),
-        None => f(&mut WordCache::default()),
-    };
-    let _ = CACHES.try_with(|c| c.set(caches));
-    r
+    // `pos` is in range: found, or the entry just pushed.
+    &mut caches[pos].1
 }
 
 #[cfg(test)]
