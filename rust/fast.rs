@@ -8,6 +8,8 @@
 //! per-byte alignment kept only when offsets are asked for. `FastPath::detect` checks the
 //! configuration.
 
+use crate::error::Result as PwResult;
+use crate::models::wordpiece::{WordCache, WordKey, WordPiece};
 use serde_json::Value;
 
 /// What the fast path knows about the pipeline's normalizer and pre-tokenizer.
@@ -253,6 +255,12 @@ pub(crate) struct Scratch {
     chars: Vec<char>,
     /// Per char of `chars`, its original byte range (only when offsets are asked for).
     char_align: Vec<(usize, usize)>,
+    /// The ids path's character maps, built per 256-character block of the BMP on first use,
+    /// indexed by `BertFlags::index() * 256 + block`. Per thread (in the scratch space), so
+    /// no lock is taken and nothing is shared across `fork`.
+    blocks: Vec<Option<Box<CharBlock>>>,
+    /// The ids path's word caches, one per WordPiece model (see `WordPiece::cache_in`).
+    caches: Vec<(u64, WordCache)>,
 }
 
 /// One word of a segment, in the order the general pipeline produces words.
@@ -389,6 +397,432 @@ fn ascii_chunk<E>(
     Ok(())
 }
 
+/// How the BERT ids path treats an input byte.
+const WORD: u8 = 0;
+/// ASCII whitespace that is whitespace for every flag combination (see `is_ascii_ws`).
+const SPACE: u8 = 1;
+/// ASCII punctuation: a word of its own, and a boundary no stage looks across.
+const PUNCT: u8 = 2;
+/// Non-ASCII bytes and ASCII controls (VT, FF, DEL, ...): the word they are in takes the
+/// general chunk walk.
+const OTHER: u8 = 3;
+
+const BYTE_CLASS: [u8; 256] = {
+    let mut t = [OTHER; 256];
+    let mut b = 0x21;
+    while b < 0x7f {
+        t[b] = if (b as u8).is_ascii_punctuation() {
+            PUNCT
+        } else {
+            WORD
+        };
+        b += 1;
+    }
+    t[b' ' as usize] = SPACE;
+    t[b'\t' as usize] = SPACE;
+    t[b'\n' as usize] = SPACE;
+    t[b'\r' as usize] = SPACE;
+    t
+};
+
+/// Per byte of `x`, the high bit set when the byte is not an ASCII letter or digit (the
+/// `WORD` class). Each byte's low seven bits plus a constant stay below 256, so no carry
+/// crosses into the next byte; bytes with the high bit set are never letters or digits.
+#[inline]
+fn non_word_bytes(x: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x80 * ONES;
+    let low7 = x & (0x7f * ONES);
+    let in_range = |v: u64, lo: u8, hi: u8| {
+        let ge = v + (0x80 - u64::from(lo)) * ONES;
+        let gt = v + (0x80 - u64::from(hi) - 1) * ONES;
+        ge & !gt & HIGH
+    };
+    let digit = in_range(low7, b'0', b'9');
+    // Setting bit 5 maps `A..=Z` onto `a..=z` and no other byte into that range.
+    let alpha = in_range(low7 | (0x20 * ONES), b'a', b'z');
+    !((digit | alpha) & !x) & HIGH
+}
+
+/// The end of the run of `WORD` bytes starting at `i`: eight bytes at a time, then one by one.
+#[inline]
+fn ascii_word_end(bytes: &[u8], mut i: usize) -> usize {
+    while let Some(block) = bytes.get(i..i + 8) {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(block);
+        let m = non_word_bytes(u64::from_le_bytes(b));
+        if m != 0 {
+            return i + (m.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while bytes
+        .get(i)
+        .is_some_and(|&b| BYTE_CLASS[usize::from(b)] == WORD)
+    {
+        i += 1;
+    }
+    i
+}
+
+/// Longest ASCII word lowercased on the stack; longer ones go through the scratch string.
+const STACK_WORD: usize = 64;
+
+/// The ids of one ASCII word (printable, no punctuation), lowercased when asked.
+#[inline]
+fn ascii_word_ids(
+    word: &[u8],
+    lowercase: bool,
+    wp: &WordPiece,
+    long: &mut String,
+    out: &mut Vec<u32>,
+) -> PwResult<()> {
+    if !lowercase || !word.iter().any(u8::is_ascii_uppercase) {
+        return wp.word_ids(word, out);
+    }
+    let mut buf = [0u8; STACK_WORD];
+    if let Some(dst) = buf.get_mut(..word.len()) {
+        for (d, &b) in dst.iter_mut().zip(word) {
+            *d = b.to_ascii_lowercase();
+        }
+        return wp.word_ids(dst, out);
+    }
+    long.clear();
+    long.extend(word.iter().map(|&b| char::from(b.to_ascii_lowercase())));
+    wp.word_ids(long.as_bytes(), out)
+}
+
+impl BertFlags {
+    /// BERT normalization and pre-tokenization followed by WordPiece, ids only: the ids
+    /// `for_each_piece` and `WordPiece::tokenize` give, appended to `out`.
+    ///
+    /// Printable ASCII is classified one byte at a time and each word goes to the model as
+    /// soon as it ends. A word holding any other byte is handed, up to the next ASCII
+    /// whitespace, to the general chunk walk. That is exact because the word starts at a chunk
+    /// start or right after ASCII punctuation, and no stage looks across ASCII punctuation
+    /// either: it is one character with no decomposition and combining class 0 (NFD reorders
+    /// only between such starters), the per-character stages leave it alone, and the
+    /// pre-tokenizer isolates it, so no word spans it.
+    pub(crate) fn wordpiece_ids(
+        &self,
+        wp: &WordPiece,
+        segment: &str,
+        s: &mut Scratch,
+        out: &mut Vec<u32>,
+    ) -> PwResult<()> {
+        let mut caches = std::mem::take(&mut s.caches);
+        let r = self.wordpiece_ids_cached(wp, segment, s, wp.cache_in(&mut caches), out);
+        s.caches = caches;
+        r
+    }
+
+    fn wordpiece_ids_cached(
+        &self,
+        wp: &WordPiece,
+        segment: &str,
+        s: &mut Scratch,
+        cache: &mut WordCache,
+        out: &mut Vec<u32>,
+    ) -> PwResult<()> {
+        let bytes = segment.as_bytes();
+        let lowercase = self.lowercase;
+        // An ASCII word `bytes[a..b]` (lowercased when asked) through the cache.
+        let word =
+            |a: usize, b: usize, s: &mut Scratch, cache: &mut WordCache, out: &mut Vec<u32>| {
+                match WordKey::in_text(bytes, a, b, lowercase) {
+                    Some(key) => wp.key_ids(cache, &key, out),
+                    None => ascii_word_ids(&bytes[a..b], lowercase, wp, &mut s.word, out),
+                }
+            };
+        // The current word starts at `w`; `i` is the byte being classified.
+        let (mut w, mut i) = (0, 0);
+        while let Some(&b) = bytes.get(i) {
+            match BYTE_CLASS[usize::from(b)] {
+                WORD => i = ascii_word_end(bytes, i + 1),
+                SPACE => {
+                    if w < i {
+                        word(w, i, s, cache, out)?;
+                    }
+                    i += 1;
+                    w = i;
+                }
+                PUNCT => {
+                    if w < i {
+                        word(w, i, s, cache, out)?;
+                    }
+                    word(i, i + 1, s, cache, out)?;
+                    i += 1;
+                    w = i;
+                }
+                _ => {
+                    let end = bytes[i..]
+                        .iter()
+                        .position(|&b| is_ascii_ws(b))
+                        .map_or(bytes.len(), |p| i + p);
+                    // `w` and `end` are at ASCII bytes or the ends: char boundaries.
+                    if let Some(chunk) = segment.get(w..end) {
+                        if !self.chunk_ids(chunk, s, wp, cache, out)? {
+                            self.chunk(chunk, w, s, false, &mut |_, word: &str| {
+                                wp.cached_word_ids(cache, word.as_bytes(), out)
+                            })?;
+                        }
+                    }
+                    i = end;
+                    w = end;
+                }
+            }
+        }
+        if w < bytes.len() {
+            word(w, bytes.len(), s, cache, out)?;
+        }
+        Ok(())
+    }
+}
+
+/// One step of a character's mapping on the ids path, packed as `kind | char`: a word
+/// character, a punctuation character (a word of its own), or a word boundary.
+const OP_CHAR: u32 = 0;
+const OP_PUNCT: u32 = 1 << 24;
+const OP_BREAK: u32 = 2 << 24;
+/// Block entries other than a single op: several ops (`E_MULTI | index << 3 | count`, the
+/// ops in the block's `multi` list), none (a character clean_text drops), or "take the
+/// general chunk walk".
+const E_MULTI: u32 = 3 << 24;
+const E_REMOVED: u32 = 0xFF00_0000;
+const E_COMPLEX: u32 = 0xFE00_0000;
+const MAX_OPS: usize = 4;
+
+/// The mapping of the BMP characters `block * 256 ..` (see `BertFlags::char_ops`).
+pub(crate) struct CharBlock {
+    map: [u32; 256],
+    multi: Vec<[u32; MAX_OPS]>,
+}
+
+impl BertFlags {
+    /// Which of the 16 flag combinations this is.
+    fn index(&self) -> usize {
+        usize::from(self.clean_text)
+            | usize::from(self.handle_chinese_chars) << 1
+            | usize::from(self.strip_accents) << 2
+            | usize::from(self.lowercase) << 3
+    }
+
+    /// What the normalizer's stages make of `c` on its own, as ops: clean_text (dropped, or
+    /// whitespace to a space), the CJK spacing, NFD with the nonspacing marks dropped,
+    /// lowercasing, then each resulting character classified as the pre-tokenizer does
+    /// (`WordSink::push`). `None` when a character NFD keeps has a nonzero combining class:
+    /// NFD could reorder it against its neighbours' marks, so the chunk is not the
+    /// concatenation of its characters' mappings and takes the general walk. Otherwise it is:
+    /// NFD decomposes each character on its own and moves only nonzero-class characters, the
+    /// other stages look at one character at a time, and a dropped mark leaves no trace.
+    /// Also `None` past `MAX_OPS` ops.
+    fn char_ops(&self, c: char) -> Option<([u32; MAX_OPS], usize)> {
+        use crate::normalizers::bert::{is_bert_whitespace, is_chinese_char, is_removed};
+        use unicode_categories::UnicodeCategories;
+        use unicode_normalization_alignments::char::canonical_combining_class;
+        use unicode_normalization_alignments::UnicodeNormalization;
+        let mut ops = [0u32; MAX_OPS];
+        let mut n = 0;
+        let mut push = |op: u32| -> Option<()> {
+            *ops.get_mut(n)? = op;
+            n += 1;
+            Some(())
+        };
+        let c = if self.clean_text {
+            if is_removed(c) {
+                return Some((ops, 0));
+            }
+            if is_bert_whitespace(c) {
+                ' '
+            } else {
+                c
+            }
+        } else {
+            c
+        };
+        let chinese = self.handle_chinese_chars && is_chinese_char(c);
+        if chinese {
+            push(OP_BREAK)?;
+        }
+        let mut kept = [' '; MAX_OPS];
+        let mut k = 0;
+        if self.strip_accents {
+            for (d, _) in std::iter::once(c).nfd() {
+                if !d.is_ascii() && d.is_mark_nonspacing() {
+                    continue;
+                }
+                if canonical_combining_class(d) != 0 {
+                    return None;
+                }
+                *kept.get_mut(k)? = d;
+                k += 1;
+            }
+        } else {
+            kept[0] = c;
+            k = 1;
+        }
+        for &d in kept.get(..k)? {
+            let mut classify = |l: char| {
+                push(if crate::text::unicode::is_whitespace(l) {
+                    OP_BREAK
+                } else if crate::pre_tokenizers::bert::is_bert_punctuation(l) {
+                    OP_PUNCT | l as u32
+                } else {
+                    OP_CHAR | l as u32
+                })
+            };
+            if self.lowercase && !d.is_ascii() {
+                for l in crate::text::unicode::to_lowercase(d) {
+                    classify(l)?;
+                }
+            } else {
+                classify(if self.lowercase {
+                    d.to_ascii_lowercase()
+                } else {
+                    d
+                })?;
+            }
+        }
+        if chinese {
+            push(OP_BREAK)?;
+        }
+        Some((ops, n))
+    }
+
+    fn char_block(&self, block: u32) -> CharBlock {
+        let mut b = CharBlock {
+            map: [E_REMOVED; 256],
+            multi: Vec::new(),
+        };
+        for (lo, e) in (0u32..).zip(b.map.iter_mut()) {
+            let Some(c) = char::from_u32(block << 8 | lo) else {
+                // Surrogates never occur in a `str`.
+                *e = E_COMPLEX;
+                continue;
+            };
+            *e = match self.char_ops(c) {
+                None => E_COMPLEX,
+                Some((_, 0)) => E_REMOVED,
+                Some((ops, 1)) => ops[0],
+                Some((ops, n)) => {
+                    b.multi.push(ops);
+                    E_MULTI | ((b.multi.len() - 1) as u32) << 3 | n as u32
+                }
+            };
+        }
+        b
+    }
+
+    /// The ids of a chunk through the per-character maps; false (with nothing appended) when
+    /// the chunk must take the general walk instead.
+    fn chunk_ids(
+        &self,
+        chunk: &str,
+        s: &mut Scratch,
+        wp: &WordPiece,
+        cache: &mut WordCache,
+        out: &mut Vec<u32>,
+    ) -> PwResult<bool> {
+        let base = out.len();
+        let fi = self.index() * 256;
+        if s.blocks.len() < 16 * 256 {
+            s.blocks.resize_with(16 * 256, || None);
+        }
+        let word = &mut s.word;
+        word.clear();
+        for c in chunk.chars() {
+            let cp = c as u32;
+            let (e, block) = if cp < 0x1_0000 {
+                let Some(slot) = s.blocks.get_mut(fi + (cp >> 8) as usize) else {
+                    return Ok(false);
+                };
+                let b = slot.get_or_insert_with(|| Box::new(self.char_block(cp >> 8)));
+                (b.map[(cp & 0xff) as usize], Some(&**b))
+            } else {
+                match self.char_ops(c) {
+                    None => (E_COMPLEX, None),
+                    Some((ops, n)) => {
+                        for &op in ops.get(..n).unwrap_or_default() {
+                            apply_op(op, word, wp, cache, out)?;
+                        }
+                        continue;
+                    }
+                }
+            };
+            match e {
+                E_REMOVED => {}
+                E_COMPLEX => {
+                    out.truncate(base);
+                    return Ok(false);
+                }
+                e if e >= E_MULTI => {
+                    let (i, n) = (((e & 0xFF_FFFF) >> 3) as usize, (e & 7) as usize);
+                    let ops = block.and_then(|b| b.multi.get(i)).and_then(|o| o.get(..n));
+                    for &op in ops.unwrap_or_default() {
+                        apply_op(op, word, wp, cache, out)?;
+                    }
+                }
+                op => apply_op(op, word, wp, cache, out)?,
+            }
+        }
+        flush_word(word, wp, cache, out)?;
+        Ok(true)
+    }
+}
+
+/// Hand the word collected so far to the model.
+#[inline]
+fn flush_word(
+    word: &mut String,
+    wp: &WordPiece,
+    cache: &mut WordCache,
+    out: &mut Vec<u32>,
+) -> PwResult<()> {
+    if word.is_empty() {
+        return Ok(());
+    }
+    let r = wp.cached_word_ids(cache, word.as_bytes(), out);
+    word.clear();
+    r
+}
+
+#[inline]
+fn apply_op(
+    op: u32,
+    word: &mut String,
+    wp: &WordPiece,
+    cache: &mut WordCache,
+    out: &mut Vec<u32>,
+) -> PwResult<()> {
+    let ch = char::from_u32(op & 0xFF_FFFF).unwrap_or(' ');
+    match op & 0xFF00_0000 {
+        OP_CHAR => {
+            word.push(ch);
+            Ok(())
+        }
+        OP_PUNCT => {
+            flush_word(word, wp, cache, out)?;
+            let mut buf = [0u8; 4];
+            wp.cached_word_ids(cache, ch.encode_utf8(&mut buf).as_bytes(), out)
+        }
+        _ => flush_word(word, wp, cache, out),
+    }
+}
+
+thread_local! {
+    /// Scratch buffers kept per thread, so a call allocates nothing once they have grown.
+    static SCRATCH: std::cell::Cell<Scratch> = std::cell::Cell::default();
+}
+
+/// Run `f` with this thread's scratch buffers: taken out for the call (a nested call finds
+/// empty ones) and put back after.
+pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    let mut s = SCRATCH.try_with(std::cell::Cell::take).unwrap_or_default();
+    let r = f(&mut s);
+    let _ = SCRATCH.try_with(|c| c.set(s));
+    r
+}
+
 /// Collects the characters of one word and hands it over at each boundary.
 struct WordSink<'a> {
     word: &'a mut String,
@@ -459,6 +893,7 @@ impl BertFlags {
             align,
             chars,
             char_align,
+            ..
         } = s;
         chars.clear();
         char_align.clear();
@@ -634,6 +1069,33 @@ mod tests {
     }
 
     #[test]
+    fn word_scan_equals_byte_classes() {
+        for x in 0..=255u8 {
+            for y in [0u8, b'a', b'Z', b'0', b'@', b'[', 0x80, 0xff] {
+                let block = [y, x, y, x, x, y, 0x7f, x];
+                let m = non_word_bytes(u64::from_le_bytes(block)).to_le_bytes();
+                for (j, &c) in block.iter().enumerate() {
+                    assert_eq!(
+                        m[j] == 0x80,
+                        BYTE_CLASS[usize::from(c)] != WORD,
+                        "{block:?}"
+                    );
+                    assert_eq!(m[j] & 0x7f, 0);
+                }
+                let text = [
+                    b'a', b'b', x, b'c', b'd', b'e', b'f', b'g', b'h', b'i', x, y,
+                ];
+                for i in 0..text.len() {
+                    let plain = (i..text.len())
+                        .find(|&k| BYTE_CLASS[usize::from(text[k])] != WORD)
+                        .unwrap_or(text.len());
+                    assert_eq!(ascii_word_end(&text, i), plain.max(i), "{text:?} {i}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn splits_ascii_words_and_punctuation() {
         assert_eq!(
             pieces("Hey friend!  How?"),
@@ -669,7 +1131,10 @@ mod tests {
         "𝔸😀𐐀𐐨",
         "\t\n\u{b}\u{c}\r \u{a0}\u{1680}\u{2000}\u{2001}\u{2002}\u{2003}\u{2004}\u{2005}",
         "\u{2006}\u{2007}\u{2008}\u{2009}\u{200a}\u{2028}\u{2029}\u{202f}\u{205f}\u{3000}",
-        "¿¡«»\u{2014}\u{3002}\u{ff01}§¶\u{55a}"
+        "¿¡«»\u{2014}\u{3002}\u{ff01}§¶\u{55a}",
+        // Marks NFD keeps with a nonzero combining class (spacing, or inside a decomposition):
+        // the ids path hands their chunks to the general walk.
+        "\u{302e}\u{1d165}\u{1d15e}"
     );
 
     /// Deterministic texts over `ALPHABET` (xorshift, so the test needs no dependency).
@@ -768,10 +1233,17 @@ mod tests {
     /// offsets go through the alignment; `wrap` puts the normalizer and pre-tokenizer in a
     /// one-element Sequence, which keeps the same pipeline but no fast path.
     fn tokenizer(f: BertFlags, wrap: bool) -> Tokenizer {
+        tokenizer_with(f, wrap, &[])
+    }
+
+    fn tokenizer_with(f: BertFlags, wrap: bool, extra: &[&str]) -> Tokenizer {
         let mut vocab = serde_json::Map::new();
-        for t in [
+        for &t in [
             "[UNK]", "[CLS]", "ab", "##bc", "ca", "caf", "##e", "ж", "##ё",
-        ] {
+        ]
+        .iter()
+        .chain(extra)
+        {
             let n = vocab.len();
             vocab.insert(t.to_string(), Value::from(n));
         }
@@ -807,6 +1279,113 @@ mod tests {
             (!wrap).then_some(FastPath::Bert(f))
         );
         Tokenizer::from_json_str(&json.to_string()).unwrap()
+    }
+
+    /// Texts for the ids path: ASCII words around the word cache's and the stack buffer's
+    /// length limits, in mixed case, with punctuation, controls, whitespace and the
+    /// alphabet's characters between them.
+    fn ids_texts(n: usize, seed: u64) -> Vec<String> {
+        let alphabet: Vec<char> = ALPHABET.chars().collect();
+        let words = [
+            "the".to_string(),
+            "The".into(),
+            "THE".into(),
+            "abc".into(),
+            "ABCab".into(),
+            "Café".into(),
+            "caf".into(),
+            "bcbcbcbcbcbcbcb".into(),
+            "Abcabcabcabcabca".into(),
+            "abcabcabcabcabcab".into(),
+            "ab".repeat(33),
+            "Q9".repeat(40),
+            "ЖЁж".into(),
+        ];
+        let seps = [
+            " ", " ", ".", ",", "\t", "", "\u{b}", "\u{0}", "\u{a0}", "'", "\r\n",
+        ];
+        let mut state = seed | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as usize
+        };
+        (0..n)
+            .map(|_| {
+                let mut t = String::new();
+                for _ in 0..next() % 12 {
+                    match next() % 4 {
+                        0 => t.push(alphabet[next() % alphabet.len()]),
+                        _ => t.push_str(&words[next() % words.len()]),
+                    }
+                    t.push_str(seps[next() % seps.len()]);
+                }
+                t
+            })
+            .collect()
+    }
+
+    /// The ids path (byte classes, word cache, per-character maps) against the general
+    /// pipeline, each text twice so that the second pass is served from the word cache, with
+    /// two models of different vocabularies interleaved on the same thread (their caches must
+    /// stay apart).
+    #[test]
+    fn wordpiece_ids_equal_general_pipeline() {
+        let extra = [
+            "the",
+            "##he",
+            "abc",
+            "##abc",
+            "bcbcbcbcbcbcbcb",
+            "##ab",
+            "q9",
+            "##q9",
+        ];
+        for f in all_flags() {
+            let models = [
+                (tokenizer(f, false), tokenizer(f, true)),
+                (
+                    tokenizer_with(f, false, &extra),
+                    tokenizer_with(f, true, &extra),
+                ),
+            ];
+            let texts = ids_texts(400, 0x51_7cc1_b727_220a);
+            for t in texts.iter().chain(&texts) {
+                for (fast, slow) in &models {
+                    let (mut x, mut y) = (Vec::new(), Vec::new());
+                    fast.encode_ids(t, false, &mut x).unwrap();
+                    slow.encode_ids(t, false, &mut y).unwrap();
+                    assert_eq!(x, y, "{f:?} {t:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn char_maps_cover_every_bmp_char_as_char_ops_does() {
+        for f in all_flags() {
+            for block in 0..256u32 {
+                let b = f.char_block(block);
+                for lo in 0..256u32 {
+                    let Some(c) = char::from_u32(block << 8 | lo) else {
+                        continue;
+                    };
+                    let e = b.map[lo as usize];
+                    let got = match e {
+                        E_COMPLEX => None,
+                        E_REMOVED => Some(Vec::new()),
+                        e if e >= E_MULTI => {
+                            let (i, n) = (((e & 0xFF_FFFF) >> 3) as usize, (e & 7) as usize);
+                            Some(b.multi[i][..n].to_vec())
+                        }
+                        op => Some(vec![op]),
+                    };
+                    let want = f.char_ops(c).map(|(ops, n)| ops[..n].to_vec());
+                    assert_eq!(got, want, "{f:?} {c:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -225,14 +225,21 @@ impl Tokenizer {
         if self.truncation.is_none() && processor.is_none() {
             return self.core.ids_of_text(text, out);
         }
-        let mut ids = Vec::new();
-        self.core.ids_of_text(text, &mut ids)?;
+        // The ids go straight into `out` (no growing of a second vector), then are replaced.
+        // Room for about one id per 4 bytes up front saves the first few regrowths.
+        out.reserve(text.len().min(1 << 20) / 4 + 4);
+        let start = out.len();
+        self.core.ids_of_text(text, out)?;
         if let (None, Some(p)) = (&self.truncation, processor) {
-            if let Some(done) = p.single_ids(&ids, add_special_tokens) {
+            if let Some(done) =
+                p.single_ids(out.get(start..).unwrap_or_default(), add_special_tokens)
+            {
+                out.truncate(start);
                 out.extend(done);
                 return Ok(());
             }
         }
+        let ids = out.split_off(start);
         // Truncation and the post-processor only move ids around; give them an encoding whose
         // other fields are cheap placeholders (empty strings do not allocate).
         let n = ids.len();
@@ -676,6 +683,13 @@ impl Core {
                 self.ids_by_segment(text, out, |start, piece, out| {
                     crate::fast::meta_escape(piece, prepend.applies(piece, start), &mut word);
                     bpe.meta_text_ids(&word, out)
+                })
+            }
+            (Some(FastPath::Bert(flags)), ModelWrapper::WordPiece(wp), _) => {
+                crate::fast::with_scratch(|scratch| {
+                    self.ids_by_segment(text, out, |_, piece, out| {
+                        flags.wordpiece_ids(wp, piece, scratch, out)
+                    })
                 })
             }
             (Some(fp @ FastPath::Bert { .. }), _, _) => {

@@ -11,12 +11,19 @@
 //! walk is bounded by the longest entry, so a word costs O(len × longest entry) with no
 //! allocation unless an entry shares its id with another entry.
 
+mod word_cache;
+
 use super::trie::Trie;
 use super::{Model, Token};
 use crate::error::{Error, Result};
 use ahash::{AHashMap, AHashSet};
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use word_cache::{WordCache, WordKey};
+
+/// Source of `WordPieceData::uid`.
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 pub struct WordPiece {
     /// Boxed so the model enum stays small.
@@ -35,12 +42,15 @@ struct WordPieceData {
     shared_ids: AHashSet<u32>,
     first: Trie,
     rest: Trie,
-    /// The short keys of `first` and `rest`, for checking a whole remainder in one probe.
+    /// The short keys of `first`, for checking a whole word in one probe.
     first_short: ShortMap,
-    rest_short: ShortMap,
     unk_token: String,
+    /// The unknown token's id, if it is in the vocabulary.
+    unk_id: Option<u32>,
     continuing_subword_prefix: String,
     max_input_chars_per_word: usize,
+    /// Names this model's per-thread word caches.
+    uid: u64,
 }
 
 /// entry → id, id → entry, and the ids carried by several entries.
@@ -171,8 +181,9 @@ impl WordPiece {
         let first = Trie::from_pairs(keys.iter().map(|&(t, id)| (t.as_bytes(), id)));
         let first_short = ShortMap::new(keys.iter().map(|&(t, id)| (t.as_bytes(), id)));
         let rest = Trie::from_pairs(rest_keys.iter().copied());
-        let rest_short = ShortMap::new(rest_keys.iter().copied());
         let dense_r = dense_table(&vocab_r);
+        let unk_token: String = unk_token.into();
+        let unk_id = vocab.get(&unk_token).copied();
         WordPiece {
             d: Box::new(WordPieceData {
                 vocab,
@@ -182,10 +193,11 @@ impl WordPiece {
                 first,
                 rest,
                 first_short,
-                rest_short,
-                unk_token: unk_token.into(),
+                unk_token,
+                unk_id,
                 continuing_subword_prefix: prefix,
                 max_input_chars_per_word,
+                uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             }),
         }
     }
@@ -229,12 +241,7 @@ impl WordPiece {
     }
 
     fn push_unk(&self, len: usize, out: &mut Vec<Token>) -> Result<()> {
-        let id = *self.d.vocab.get(&self.d.unk_token).ok_or_else(|| {
-            Error::invalid(format!(
-                "WordPiece: the unknown token {:?} is needed but missing from the vocabulary",
-                self.d.unk_token
-            ))
-        })?;
+        let id = self.unk_id()?;
         out.push(self.token(id, || self.d.unk_token.clone(), 0, len));
         Ok(())
     }
@@ -363,8 +370,9 @@ fn short_hash(k: &[u8]) -> u64 {
     h ^ (h >> 32)
 }
 
-/// Whether `s` has more than `max` scalar values, without counting past `max + 1`.
-fn more_chars_than(s: &str, max: usize) -> bool {
+/// Whether the UTF-8 `s` has more than `max` scalar values.
+#[inline]
+fn more_chars_than(s: &[u8], max: usize) -> bool {
     // Each scalar value takes at most 4 bytes and at least 1.
     if s.len() <= max {
         return false;
@@ -372,7 +380,117 @@ fn more_chars_than(s: &str, max: usize) -> bool {
     if s.len() / 4 > max {
         return true;
     }
-    s.chars().nth(max).is_some()
+    // Scalar values are the bytes that are not continuation bytes (0b10xx_xxxx).
+    s.iter().filter(|&&b| (b as i8) >= -0x40).count() > max
+}
+
+impl WordPiece {
+    /// Greedy longest match over `bytes` (a whole word, valid UTF-8), calling `f(id, start,
+    /// end)` for each piece; false when the word is one unknown token instead (too long, or a
+    /// start with no match; `f` may have been called for earlier pieces then).
+    #[inline]
+    fn pieces(&self, bytes: &[u8], mut f: impl FnMut(u32, usize, usize)) -> bool {
+        if more_chars_than(bytes, self.d.max_input_chars_per_word) {
+            return false;
+        }
+        // Entries are whole strings and `start` is a character boundary, so every match ends
+        // on a character boundary: the longest match is what shortening one scalar value at a
+        // time finds first. When the whole word is an entry (most words of prose), it is that
+        // longest match, and one probe of the short-key table finds it; the table holds the
+        // trie's own keys and ids, so both give the same answer. Only the first step probes:
+        // after it, a word is one that splits, and its remainders rarely are entries (a miss
+        // would cost a cache line for nothing).
+        if let Some(id) = self.d.first_short.get(bytes) {
+            f(id, 0, bytes.len());
+            return true;
+        }
+        let mut start = 0;
+        while let Some(rest) = bytes.get(start..).filter(|r| !r.is_empty()) {
+            let trie = if start == 0 {
+                &self.d.first
+            } else {
+                &self.d.rest
+            };
+            let Some((len, id)) = trie.longest_prefix(rest) else {
+                return false;
+            };
+            f(id, start, start + len);
+            start += len;
+        }
+        true
+    }
+
+    /// The ids of one word appended to `out`: the ids of `tokenize`, without building tokens.
+    #[inline]
+    pub(crate) fn word_ids(&self, word: &[u8], out: &mut Vec<u32>) -> Result<()> {
+        if word.is_empty() {
+            return Ok(());
+        }
+        let base = out.len();
+        if self.pieces(word, |id, _, _| out.push(id)) {
+            return Ok(());
+        }
+        out.truncate(base);
+        out.push(self.unk_id()?);
+        Ok(())
+    }
+
+    /// The ids of the word `key` holds, from `cache` or computed and remembered there.
+    #[inline]
+    pub(crate) fn key_ids(
+        &self,
+        cache: &mut WordCache,
+        key: &WordKey,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        if cache.get(key, out) {
+            return Ok(());
+        }
+        self.key_ids_missed(cache, key, out)
+    }
+
+    /// `key_ids` when the cache does not have the word.
+    #[inline(never)]
+    fn key_ids_missed(
+        &self,
+        cache: &mut WordCache,
+        key: &WordKey,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        let (buf, len) = key.bytes();
+        let base = out.len();
+        self.word_ids(buf.get(..len).unwrap_or_default(), out)?;
+        cache.insert(key, out.get(base..).unwrap_or_default());
+        Ok(())
+    }
+
+    /// `word_ids` through `cache` for the words it can hold.
+    #[inline]
+    pub(crate) fn cached_word_ids(
+        &self,
+        cache: &mut WordCache,
+        word: &[u8],
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        match WordKey::of(word) {
+            Some(key) => self.key_ids(cache, &key, out),
+            None => self.word_ids(word, out),
+        }
+    }
+
+    /// This model's word cache among a thread's caches.
+    pub(crate) fn cache_in<'a>(&self, caches: &'a mut Vec<(u64, WordCache)>) -> &'a mut WordCache {
+        word_cache::cache_for(caches, self.d.uid)
+    }
+
+    fn unk_id(&self) -> Result<u32> {
+        self.d.unk_id.ok_or_else(|| {
+            Error::invalid(format!(
+                "WordPiece: the unknown token {:?} is needed but missing from the vocabulary",
+                self.d.unk_token
+            ))
+        })
+    }
 }
 
 impl Model for WordPiece {
@@ -380,35 +498,8 @@ impl Model for WordPiece {
         if piece.is_empty() {
             return Ok(());
         }
-        if more_chars_than(piece, self.d.max_input_chars_per_word) {
-            return self.push_unk(piece.len(), out);
-        }
-        let bytes = piece.as_bytes();
         let base = out.len();
-        let mut start = 0;
-        while start < bytes.len() {
-            let (trie, short, rest) = if start == 0 {
-                (&self.d.first, &self.d.first_short, bytes)
-            } else {
-                (&self.d.rest, &self.d.rest_short, &bytes[start..])
-            };
-            // Entries are whole strings and `start` is a character boundary, so every match
-            // ends on a character boundary: the longest match is what shortening one scalar
-            // value at a time finds first. When the whole remainder is an entry (most words of
-            // prose), it is that longest match, and one probe of the short-key table finds it;
-            // the table holds the trie's own keys and ids, so both give the same answer.
-            // Only the first step probes: after it, a word is one that splits, and its
-            // remainders rarely are entries (a miss would cost a cache line for nothing).
-            let whole = if start == 0 { short.get(rest) } else { None };
-            let found = match whole {
-                Some(id) => Some((rest.len(), id)),
-                None => trie.longest_prefix(rest),
-            };
-            let Some((len, id)) = found else {
-                out.truncate(base);
-                return self.push_unk(piece.len(), out);
-            };
-            let end = start + len;
+        let whole = self.pieces(piece.as_bytes(), |id, start, end| {
             let tok = if start == 0 {
                 self.token(id, || piece[..end].to_owned(), 0, end)
             } else {
@@ -420,7 +511,10 @@ impl Model for WordPiece {
                 )
             };
             out.push(tok);
-            start = end;
+        });
+        if !whole {
+            out.truncate(base);
+            return self.push_unk(piece.len(), out);
         }
         Ok(())
     }

@@ -1,0 +1,274 @@
+//! A per-thread cache of short words → WordPiece ids.
+//!
+//! Exact because WordPiece splits each word on its own: the ids of a word depend only on its
+//! bytes and the model, and a cache belongs to one model (keyed by its `uid`). Words of up to
+//! 16 bytes are keys held inline as two zero-padded integers plus the length, so a lookup is
+//! one multiply-shift hash and integer compares, and a hit copies at most `MAX_IDS` ids kept
+//! in the slot itself (one 32-byte slot, half a cache line). The table is 4-way set
+//! associative: a word lives in one of the 4 slots of its bucket (128 bytes), and a new word
+//! in a full bucket replaces one of them. So the frequent words stay (a rare word evicts one
+//! word, where starting the table over would evict all of them) and a lookup reads two
+//! cache lines at most.
+
+/// Longest cached word, in bytes.
+pub(crate) const MAX_WORD: usize = 16;
+/// Most ids a cached word may have.
+const MAX_IDS: usize = 3;
+const SLOTS: usize = 1 << 14;
+/// Slots per bucket.
+const WAYS: usize = 4;
+/// Models whose caches a thread keeps at once.
+const MODELS: usize = 4;
+
+/// A word of 1..=`MAX_WORD` bytes: its bytes little-endian in two integers, zero-padded.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct WordKey {
+    k0: u64,
+    k1: u64,
+    len: u8,
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+
+/// ASCII lowercase of eight bytes at once: the bytes from `A` to `Z` get bit 5 set (exactly
+/// `u8::to_ascii_lowercase` on each byte). Each byte's low seven bits plus a constant stay
+/// below 256, so no carry crosses into the next byte.
+#[inline]
+fn ascii_lower(x: u64) -> u64 {
+    let low7 = x & (0x7f * ONES);
+    let ge_a = low7 + (0x80 - u64::from(b'A')) * ONES;
+    let gt_z = low7 + (0x80 - u64::from(b'Z') - 1) * ONES;
+    let upper = ge_a & !gt_z & !x & (0x80 * ONES);
+    x | (upper >> 2)
+}
+
+impl WordKey {
+    /// The key of `word`, if it has 1..=`MAX_WORD` bytes.
+    #[inline]
+    pub(crate) fn of(word: &[u8]) -> Option<WordKey> {
+        let mut buf = [0u8; MAX_WORD];
+        buf.get_mut(..word.len())?.copy_from_slice(word);
+        WordKey::from_buf(buf, word.len())
+    }
+
+    /// The key of `text[start..end]` (1..=`MAX_WORD` bytes), ASCII-lowercased when asked.
+    /// Reads 16 bytes at once when the text has them and masks off the rest.
+    #[inline]
+    pub(crate) fn in_text(text: &[u8], start: usize, end: usize, lower: bool) -> Option<WordKey> {
+        let len = end.checked_sub(start)?;
+        let mut buf = [0u8; MAX_WORD];
+        match text.get(start..start + MAX_WORD) {
+            Some(s) => buf.copy_from_slice(s),
+            None => buf.get_mut(..len)?.copy_from_slice(text.get(start..end)?),
+        }
+        let mut key = WordKey::from_buf(buf, len)?;
+        if lower {
+            key.k0 = ascii_lower(key.k0);
+            key.k1 = ascii_lower(key.k1);
+        }
+        Some(key)
+    }
+
+    #[inline]
+    fn from_buf(buf: [u8; MAX_WORD], len: usize) -> Option<WordKey> {
+        if len == 0 || len > MAX_WORD {
+            return None;
+        }
+        let v = u128::from_le_bytes(buf);
+        let v = if len == MAX_WORD {
+            v
+        } else {
+            v & ((1u128 << (8 * len)) - 1)
+        };
+        Some(WordKey {
+            k0: v as u64,
+            k1: (v >> 64) as u64,
+            len: len as u8,
+        })
+    }
+
+    /// The word's bytes: `buf[..len]`.
+    #[inline]
+    pub(crate) fn bytes(&self) -> ([u8; MAX_WORD], usize) {
+        let v = u128::from(self.k0) | (u128::from(self.k1) << 64);
+        (v.to_le_bytes(), usize::from(self.len))
+    }
+
+    /// The first slot of the key's bucket, and which slot of it a new word replaces.
+    #[inline]
+    fn bucket(&self) -> (usize, usize) {
+        let h = (self.k0 ^ self.k1.rotate_left(29) ^ u64::from(self.len).wrapping_mul(0x9E37_79B9))
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (
+            (h >> 50) as usize & (SLOTS - WAYS),
+            (h >> 40) as usize % WAYS,
+        )
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    k0: u64,
+    k1: u64,
+    /// Key length; 0 marks an empty slot (keys are never empty).
+    len: u8,
+    n: u8,
+    ids: [u32; MAX_IDS],
+}
+
+pub(crate) struct WordCache {
+    slots: Vec<Slot>,
+}
+
+impl Default for WordCache {
+    fn default() -> Self {
+        WordCache {
+            slots: vec![Slot::default(); SLOTS],
+        }
+    }
+}
+
+impl WordCache {
+    /// Append the cached ids of `key` to `out`; false when absent.
+    #[inline]
+    pub(crate) fn get(&self, key: &WordKey, out: &mut Vec<u32>) -> bool {
+        let (b, _) = key.bucket();
+        let Some(bucket) = self.slots.get(b..b + WAYS) else {
+            return false;
+        };
+        for s in bucket {
+            if s.k0 == key.k0 && s.k1 == key.k1 && s.len == key.len {
+                // At most three ids: pushes beat a call to memcpy.
+                for &id in s.ids.iter().take(usize::from(s.n)) {
+                    out.push(id);
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Remember the ids of `key` (not yet present), in a free slot of its bucket or in place
+    /// of one of its words; words of more than `MAX_IDS` ids are not kept.
+    #[inline]
+    pub(crate) fn insert(&mut self, key: &WordKey, ids: &[u32]) {
+        let mut kept = [0u32; MAX_IDS];
+        let Some(dst) = kept.get_mut(..ids.len()) else {
+            return;
+        };
+        dst.copy_from_slice(ids);
+        let (b, victim) = key.bucket();
+        let Some(bucket) = self.slots.get_mut(b..b + WAYS) else {
+            return;
+        };
+        let i = bucket.iter().position(|s| s.len == 0).unwrap_or(victim);
+        if let Some(s) = bucket.get_mut(i) {
+            *s = Slot {
+                k0: key.k0,
+                k1: key.k1,
+                len: key.len,
+                n: ids.len() as u8,
+                ids: kept,
+            };
+        }
+    }
+}
+
+/// This model's cache among a thread's caches (kept in the thread's scratch space, so lookups
+/// take no lock and threads never wait on each other), made when missing; the oldest goes when
+/// more than `MODELS` models are in use.
+pub(crate) fn cache_for(caches: &mut Vec<(u64, WordCache)>, uid: u64) -> &mut WordCache {
+    let pos = match caches.iter().position(|c| c.0 == uid) {
+        Some(p) => p,
+        None => {
+            if caches.len() >= MODELS {
+                caches.remove(0);
+            }
+            caches.push((uid, WordCache::default()));
+            caches.len() - 1
+        }
+    };
+    // `pos` is in range: found, or the entry just pushed.
+    &mut caches[pos].1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ascii_lower_equals_per_byte_lowercase() {
+        for hi in 0..=255u8 {
+            for lo in 0..=255u8 {
+                let b = [lo, hi, b'A', b'Z', b'@', b'[', b'a', b'z'];
+                let want = b.map(|c| c.to_ascii_lowercase());
+                assert_eq!(
+                    ascii_lower(u64::from_le_bytes(b)).to_le_bytes(),
+                    want,
+                    "{b:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn keys_differ_by_length_and_content() {
+        let mut t = WordCache::default();
+        let k = |w: &[u8]| WordKey::of(w).unwrap();
+        t.insert(&k(b"a"), &[1]);
+        t.insert(&k(b"a\0"), &[2, 3]);
+        t.insert(&k(b"abcdefghijklmnop"), &[4]);
+        t.insert(&k(b"four"), &[1, 2, 3, 4]);
+        let mut out = Vec::new();
+        assert!(t.get(&k(b"a"), &mut out));
+        assert!(t.get(&k(b"a\0"), &mut out));
+        assert!(t.get(&k(b"abcdefghijklmnop"), &mut out));
+        assert!(!t.get(&k(b"abcdefghijklmnoq"), &mut out));
+        assert!(!t.get(&k(b"b"), &mut out));
+        assert!(!t.get(&k(b"four"), &mut out), "more than MAX_IDS ids");
+        assert_eq!(out, [1, 2, 3, 4]);
+        assert_eq!(WordKey::of(b""), None);
+        assert_eq!(WordKey::of(&[b'x'; 17]), None);
+    }
+
+    #[test]
+    fn key_in_text_equals_key_of_the_word() {
+        let text = b"Hello WORLD, abcdefghijklmnopQRS tail";
+        for start in 0..text.len() {
+            for end in start..=text.len() {
+                let word = &text[start..end];
+                let lower: Vec<u8> = word.to_ascii_lowercase();
+                assert_eq!(WordKey::in_text(text, start, end, false), WordKey::of(word));
+                let k = WordKey::in_text(text, start, end, true);
+                assert_eq!(k, WordKey::of(&lower));
+                if let Some(k) = k {
+                    let (buf, len) = k.bytes();
+                    assert_eq!(&buf[..len], &lower[..]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_bucket_keeps_its_other_words() {
+        let mut t = WordCache::default();
+        let keys: Vec<WordKey> = (0..200_000u32)
+            .map(|i| WordKey::of(&i.to_le_bytes()).unwrap())
+            .collect();
+        for (i, k) in (0u32..).zip(&keys) {
+            t.insert(k, &[i]);
+        }
+        // Every slot is used, each holds the key it says, and the last word is there.
+        let mut out = Vec::new();
+        let mut hits = 0;
+        for (i, k) in (0u32..).zip(&keys) {
+            out.clear();
+            if t.get(k, &mut out) {
+                assert_eq!(out, [i]);
+                hits += 1;
+            }
+        }
+        assert_eq!(hits, SLOTS);
+        assert!(t.get(keys.last().unwrap(), &mut out));
+    }
+}
