@@ -199,12 +199,20 @@ impl SpNormalizer {
                         || (weak >> b) & 1 == 1 && inp.get(i + 1).is_none_or(|&c| c < 0x80))
             })
         };
+        // One mask test per byte: stop at a space or a byte that is neither; a weak byte is
+        // wrong only right before a non-ASCII byte, which also stops the run, so only the
+        // last byte of the run needs the second look.
+        let either = (plain | weak) & !(1u128 << b' ');
         let mut is_prev_space = self.remove_extra_whitespaces;
         while !inp.is_empty() {
             if plain | weak != 0 {
-                let run = (0..inp.len())
-                    .position(|i| inp[i] == b' ' || !plain_at(inp, i))
+                let mut run = inp
+                    .iter()
+                    .position(|&b| b >= 0x80 || (either >> b) & 1 == 0)
                     .unwrap_or(inp.len());
+                if run > 0 && run < inp.len() && !plain_at(inp, run - 1) {
+                    run -= 1;
+                }
                 if run > 0 {
                     let rest = inp.get(run..).unwrap_or_default();
                     // `consumed` is where `inp` starts in `input`; an ASCII run ends on a
