@@ -95,7 +95,7 @@ impl SpUnigram {
             .collect();
         let words_ok = entries
             .iter()
-            .all(|(p, _)| !p.get(1..).is_some_and(|rest| find_space(rest).is_some()));
+            .all(|(p, _)| p.get(1..).is_none_or(|rest| find_space(rest).is_none()));
         Ok(SpUnigram {
             trie: ByteTrie::build(entries),
             match_scores,
@@ -270,7 +270,7 @@ impl SpUnigram {
                             } else {
                                 self.match_scores.get(id as usize).copied().unwrap_or(0.0)
                             };
-                            v = score + v;
+                            v += score; // as the reference's `score + till` (commutative)
                             let end = at + usize::from(len & !UNK_STEP);
                             if let Some(c) = best.get_mut(end) {
                                 *c = Best {
