@@ -93,6 +93,26 @@ impl CharsMap {
         }
     }
 
+    /// Whether some rule's key starts with `prefix` (the walk reaches a node for it). A NUL
+    /// byte ends every search, as in `common_prefix_search`, so no key continues past one.
+    pub fn has_prefix(&self, prefix: &[u8]) -> bool {
+        let Some(&root) = self.units.first() else {
+            return false;
+        };
+        let mut pos = offset(root);
+        for &c in prefix {
+            if c == 0 {
+                return false;
+            }
+            pos ^= c as usize;
+            match self.units.get(pos) {
+                Some(&u) if label(u) == c as u32 => pos ^= offset(u),
+                _ => return false,
+            }
+        }
+        true
+    }
+
     /// Whether some rule's key may start with byte `b` (the root has an edge for it).
     pub fn may_start_with(&self, b: u8) -> bool {
         let Some(&root) = self.units.first() else {

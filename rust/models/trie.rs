@@ -244,6 +244,19 @@ impl Trie {
         best
     }
 
+    /// For keys starting with byte `b`: whether `[b]` itself is a key, and whether a longer
+    /// key starts with `b`.
+    pub fn keys_starting_with(&self, b: u8) -> (bool, bool) {
+        let Some(root) = self.units.first() else {
+            return (false, false);
+        };
+        let Some((n, u)) = self.step(0, root.base, b) else {
+            return (false, false);
+        };
+        let longer = (0..=255u8).any(|c| self.step(n, u.base, c).is_some());
+        (u.value != NONE, longer)
+    }
+
     /// No key at all (not even the empty one).
     pub fn is_empty(&self) -> bool {
         self.units.iter().all(|u| u.value == NONE)
@@ -338,6 +351,16 @@ mod tests {
             assert_eq!(t.get(k), Some(*v));
         }
         assert_eq!(t.get(&[1, 1]), None);
+    }
+
+    #[test]
+    fn keys_starting_with_a_byte() {
+        let t = trie(&[("a", 1), ("bc", 2), ("d", 3), ("de", 4)]);
+        assert_eq!(t.keys_starting_with(b'a'), (true, false));
+        assert_eq!(t.keys_starting_with(b'b'), (false, true));
+        assert_eq!(t.keys_starting_with(b'd'), (true, true));
+        assert_eq!(t.keys_starting_with(b'c'), (false, false));
+        assert_eq!(Trie::default().keys_starting_with(b'a'), (false, false));
     }
 
     #[test]

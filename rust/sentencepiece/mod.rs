@@ -112,6 +112,7 @@ fn make_normalizer(s: &NormalizerSettings, treat_ws_as_suffix: bool) -> Result<S
         escape_whitespaces: s.escape_whitespaces,
         treat_whitespace_as_suffix: treat_ws_as_suffix,
         ascii_plain: 0,
+        ascii_plain_before_ascii: 0,
     };
     n.prepare();
     Ok(n)

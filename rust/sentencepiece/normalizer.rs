@@ -22,9 +22,14 @@ pub struct SpNormalizer {
     pub escape_whitespaces: bool,
     pub treat_whitespace_as_suffix: bool,
     /// Bit `b` set: ASCII byte `b` is its own normalization (no charsmap rule and no
-    /// user-defined piece starts with it). Filled by `prepare`; 0 (the default) only turns
-    /// the fast path off.
+    /// user-defined piece starts with it, or `[b]` is the only user-defined piece starting
+    /// with it). Filled by `prepare`; 0 (the default) only turns the fast path off.
     pub(crate) ascii_plain: u128,
+    /// Bit `b` set: ASCII byte `b` is its own normalization when the next byte is ASCII or
+    /// the input ends there: no user-defined piece starts with it, the charsmap has no rule
+    /// for `[b]` alone, and every longer rule starting with `b` continues with a non-ASCII
+    /// byte (NFKC's letter + combining mark rules). Filled by `prepare`.
+    pub(crate) ascii_plain_before_ascii: u128,
 }
 
 /// Length of the UTF-8 sequence a lead byte announces, as the reference's table gives it
@@ -106,15 +111,35 @@ impl SpNormalizer {
         }
     }
 
-    /// Compute `ascii_plain`; call again whenever `charsmap` or `user_defined` change.
+    /// Compute `ascii_plain` and `ascii_plain_before_ascii`; call again whenever `charsmap`
+    /// or `user_defined` change.
     pub fn prepare(&mut self) {
         self.ascii_plain = 0;
-        if self.user_defined.is_some() {
-            return;
-        }
+        self.ascii_plain_before_ascii = 0;
         for b in 0..128u8 {
+            // The reference tries the user-defined pieces first (longest match, copied raw
+            // as one chunk): a lone `[b]` piece gives `b` as a 1-byte chunk, exactly what the
+            // plain copy gives; a longer one would make a multi-byte chunk.
+            if let Some(ud) = &self.user_defined {
+                match ud.keys_starting_with(b) {
+                    (_, true) => continue,
+                    (true, false) => {
+                        self.ascii_plain |= 1u128 << b;
+                        continue;
+                    }
+                    (false, false) => {}
+                }
+            }
             if !self.charsmap.may_start_with(b) {
                 self.ascii_plain |= 1u128 << b;
+                continue;
+            }
+            let mut alone = false;
+            self.charsmap
+                .common_prefix_search(&[b], |len, _| alone |= len == 1);
+            // A rule `[b, c, ...]` with `c` ASCII could match inside an ASCII run.
+            if !alone && !(0..128u8).any(|c| self.charsmap.has_prefix(&[b, c])) {
+                self.ascii_plain_before_ascii |= 1u128 << b;
             }
         }
     }
@@ -163,15 +188,31 @@ impl SpNormalizer {
         // A plain ASCII character is its own normalization (`normalize_prefix` would return
         // it unchanged), so runs of them are copied at once; a plain space is handled
         // exactly as the general loop below handles " ".
+        // A byte of `ascii_plain_before_ascii` followed by an ASCII byte (or the end) has no
+        // rule that can match there, so it is plain at that position too.
         let plain = self.ascii_plain;
-        let is_plain = |b: u8| b < 0x80 && (plain >> b) & 1 == 1;
+        let weak = self.ascii_plain_before_ascii;
+        let plain_at = |inp: &[u8], i: usize| {
+            inp.get(i).is_some_and(|&b| {
+                b < 0x80
+                    && ((plain >> b) & 1 == 1
+                        || (weak >> b) & 1 == 1 && inp.get(i + 1).is_none_or(|&c| c < 0x80))
+            })
+        };
+        // One mask test per byte: stop at a space or a byte that is neither; a weak byte is
+        // wrong only right before a non-ASCII byte, which also stops the run, so only the
+        // last byte of the run needs the second look.
+        let either = (plain | weak) & !(1u128 << b' ');
         let mut is_prev_space = self.remove_extra_whitespaces;
         while !inp.is_empty() {
-            if plain != 0 {
-                let run = inp
+            if plain | weak != 0 {
+                let mut run = inp
                     .iter()
-                    .position(|&b| b == b' ' || !is_plain(b))
+                    .position(|&b| b >= 0x80 || (either >> b) & 1 == 0)
                     .unwrap_or(inp.len());
+                if run > 0 && run < inp.len() && !plain_at(inp, run - 1) {
+                    run -= 1;
+                }
                 if run > 0 {
                     let rest = inp.get(run..).unwrap_or_default();
                     // `consumed` is where `inp` starts in `input`; an ASCII run ends on a
@@ -183,7 +224,7 @@ impl SpNormalizer {
                     is_prev_space = false;
                     continue;
                 }
-                if inp.first() == Some(&b' ') && is_plain(b' ') {
+                if inp.first() == Some(&b' ') && plain_at(inp, 0) {
                     if !is_prev_space {
                         add_ws(out, norm_to_orig, consumed);
                     }
@@ -359,7 +400,9 @@ mod tests {
         };
         let data = crate::formats::sentencepiece::parse_model(&bytes).unwrap();
         let charsmap = CharsMap::parse(&data.normalizer.precompiled_charsmap).unwrap();
-        let alphabet: Vec<char> = "aZ0 ~Q\t\r\n\u{7f}\u{1}.ﬁ…　Ａ\u{a0}é".chars().collect();
+        let alphabet: Vec<char> = "aZ0 ~Q\t\r\n\u{7f}\u{1}.ﬁ…　Ａ\u{a0}é\u{301}\u{308}\u{338}=<e"
+            .chars()
+            .collect();
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         for flags in 0..4u32 {
             let general = SpNormalizer {
@@ -371,9 +414,31 @@ mod tests {
             };
             let mut fast = general.clone();
             fast.prepare();
-            // (NFKC has rules starting with most letters: combining sequences.)
+            // (NFKC has rules starting with most letters: combining sequences; those letters
+            // are plain before an ASCII byte.)
             assert!(fast.ascii_plain & (1 << b' ') != 0 && fast.ascii_plain & (1 << b'0') != 0);
-            agree(&fast, &general, &alphabet, 2000, 14, &mut x, flags);
+            assert!(fast.ascii_plain_before_ascii & (1 << b'a') != 0);
+            agree(&fast, &general, &alphabet, 4000, 14, &mut x, flags);
+            // User-defined pieces: lone ASCII ones stay plain, longer ones start chunks.
+            for uds in [
+                &["<eop>", ".", "(", "ab", "e\u{301}x"][..],
+                &["<", "aZ", "Q"][..],
+            ] {
+                let general = SpNormalizer {
+                    user_defined: Some(ByteTrie::from_pairs(
+                        uds.iter()
+                            .enumerate()
+                            .map(|(i, p)| (p.as_bytes(), i as u32)),
+                    )),
+                    ..general.clone()
+                };
+                let mut fast = general.clone();
+                fast.prepare();
+                assert!(fast.ascii_plain & (1 << b'.') != 0 || uds.len() == 3);
+                assert!(fast.ascii_plain & (1 << b'a') == 0);
+                let alphabet: Vec<char> = "aZ0 Qb.(<eop>x\u{301}\u{a0}".chars().collect();
+                agree(&fast, &general, &alphabet, 3000, 16, &mut x, flags);
+            }
         }
     }
 

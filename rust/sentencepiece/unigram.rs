@@ -17,6 +17,7 @@ use super::normalizer::one_char_len;
 use super::trie::ByteTrie;
 use super::vocab::{PieceEntry, PieceType, Segmenter, SpPiece};
 use crate::error::{Error, Result};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const UNK_PENALTY: f32 = 10.0;
 
@@ -28,7 +29,15 @@ pub struct SpUnigram {
     match_scores: Vec<f32>,
     unk_id: u32,
     min_score: f32,
+    /// No matchable piece has `▁` after its first character, so every `▁` of the text is a
+    /// boundary of every segmentation and the word cache may be used (see `WordCache`).
+    words_ok: bool,
+    /// Identifies this model's entries in the per-thread word caches (clones share it: they
+    /// segment alike).
+    uid: u64,
 }
+
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 impl SpUnigram {
     pub fn new(pieces: &[PieceEntry], unk_id: u32) -> Result<SpUnigram> {
@@ -84,11 +93,16 @@ impl SpUnigram {
                 _ => p.score,
             })
             .collect();
+        let words_ok = entries
+            .iter()
+            .all(|(p, _)| p.get(1..).is_none_or(|rest| find_space(rest).is_none()));
         Ok(SpUnigram {
             trie: ByteTrie::build(entries),
             match_scores,
             unk_id,
             min_score,
+            words_ok,
+            uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
         })
     }
 }
@@ -126,7 +140,17 @@ impl Segmenter for SpUnigram {
         }
         LATTICE.with(|cell| {
             let mut best = cell.take();
-            let r = self.segment_into(bytes, &mut best, out);
+            let r = if self.words_ok {
+                WORDS.with(|w| {
+                    let mut caches = w.take();
+                    let cache = cache_for(&mut caches, self.uid);
+                    let r = self.segment_into(bytes, &mut best, out, Some(cache));
+                    w.set(caches);
+                    r
+                })
+            } else {
+                self.segment_into(bytes, &mut best, out, None)
+            };
             if best.capacity() > (1 << 20) && n < (1 << 16) {
                 // Do not keep a huge buffer alive for one outsized input.
                 best = Vec::new();
@@ -140,6 +164,43 @@ impl Segmenter for SpUnigram {
 thread_local! {
     /// The per-position best paths, reused across calls on a thread.
     static LATTICE: std::cell::Cell<Vec<Best>> = const { std::cell::Cell::new(Vec::new()) };
+    /// Word caches of the models used last on this thread (most recent first).
+    static WORDS: std::cell::Cell<Vec<WordCache>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Models whose word caches a thread keeps at once.
+const CACHES_PER_THREAD: usize = 4;
+
+/// The cache of model `uid`, moved to the front (created, evicting the oldest, if absent).
+fn cache_for(caches: &mut Vec<WordCache>, uid: u64) -> &mut WordCache {
+    match caches.iter().position(|c| c.owner == uid) {
+        Some(i) => caches[..=i].rotate_right(1),
+        None => {
+            if caches.len() >= CACHES_PER_THREAD {
+                caches.pop();
+            }
+            caches.insert(0, WordCache::new(uid));
+        }
+    }
+    &mut caches[0]
+}
+
+const SPACE: &[u8] = "\u{2581}".as_bytes();
+
+/// Offset of the first `▁` in `bytes`.
+fn find_space(bytes: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while let Some(k) = bytes
+        .get(i..)
+        .and_then(|r| r.iter().position(|&b| b == SPACE[0]))
+    {
+        let at = i + k;
+        if bytes.get(at..at + SPACE.len()) == Some(SPACE) {
+            return Some(at);
+        }
+        i = at + 1;
+    }
+    None
 }
 
 impl SpUnigram {
@@ -148,6 +209,7 @@ impl SpUnigram {
         bytes: &[u8],
         best: &mut Vec<Best>,
         out: &mut Vec<SpPiece>,
+        cache: Option<&mut WordCache>,
     ) -> Result<()> {
         let n = bytes.len();
         let unk_score = self.min_score - UNK_PENALTY;
@@ -163,54 +225,100 @@ impl SpUnigram {
         if let Some(b) = best.first_mut() {
             b.score = 0.0;
         }
-        let scores = &self.match_scores[..];
         // The furthest position any candidate has reached (what re-centring must cover).
         let mut frontier = 0usize;
         let mut s = 0usize;
-        while s < n {
-            let Some(row) = best.get_mut(s..) else { break };
-            let mut till = row[0].score;
-            if !(-SCORE_RESET_THRESHOLD..=SCORE_RESET_THRESHOLD).contains(&till) {
-                // Unreached positions stay -inf, as the reference leaves them untouched.
-                let offset = till;
-                let hi = frontier.max(s) - s;
-                for b in row.iter_mut().take(hi + 1) {
-                    b.score -= offset;
-                }
-                till = 0.0;
-            }
-            let mblen = one_char_len(bytes[s]).min(n - s);
-            let mut has_single = false;
-            let mut longest = 0usize;
-            self.trie.for_each_prefix(&bytes[s..], |len, id| {
-                let cand = scores.get(id as usize).copied().unwrap_or(0.0) + till;
-                if let Some(t) = row.get_mut(len) {
-                    if cand > t.score {
-                        *t = Best {
-                            score: cand,
-                            start: s as u32,
-                            id,
-                        };
-                    }
-                }
-                has_single |= len == mblen;
-                longest = len;
-            });
-            if !has_single {
-                longest = longest.max(mblen);
-                let cand = unk_score + till;
-                if let Some(t) = row.get_mut(mblen) {
-                    if cand > t.score {
-                        *t = Best {
-                            score: cand,
-                            start: s as u32,
-                            id: self.unk_id,
-                        };
-                    }
+        match cache {
+            None => {
+                while s < n {
+                    s += self.step(bytes, best, s, &mut frontier, unk_score, None);
                 }
             }
-            frontier = frontier.max(s + longest);
-            s += mblen;
+            Some(cache) => {
+                // `s` is 0 or a `▁`, so no piece crosses it (`words_ok`): the lattice up to
+                // `s` is final, and the word up to the next `▁` depends only on `best[s]`.
+                let word_end = |s: usize| {
+                    bytes
+                        .get(s + 1..)
+                        .and_then(find_space)
+                        .map_or(n, |k| s + 1 + k)
+                };
+                // The next word is found (and its cache line requested) one word ahead, so
+                // the table's memory latency overlaps the current word's work.
+                let mut q = word_end(0);
+                let mut key = WordKey::new(bytes.get(..q).unwrap_or_default());
+                while s < n {
+                    let q2 = if q < n { word_end(q) } else { n };
+                    let key2 = WordKey::new(bytes.get(q..q2).unwrap_or_default());
+                    if let Some(k) = &key2 {
+                        cache.prefetch(k);
+                    }
+                    let key = std::mem::replace(&mut key, key2);
+                    let q = std::mem::replace(&mut q, q2);
+                    let x = recentre(best, s, frontier);
+                    let word = bytes.get(s..q).unwrap_or_default();
+                    let slot = key.as_ref().and_then(|k| cache.get(k));
+                    if let Some(e) = slot.filter(|e| x.abs() <= e.xmax) {
+                        // Exact by `WordCache`'s argument: the reference's best path over the
+                        // word from `x`, and the float32 scores it stores along it.
+                        let mut at = s;
+                        let mut v = x;
+                        for k in 0..usize::from(e.n).min(MAX_STEPS) {
+                            let (id, len) = (e.ids[k], e.lens[k]);
+                            let score = if len & UNK_STEP != 0 {
+                                unk_score
+                            } else {
+                                self.match_scores.get(id as usize).copied().unwrap_or(0.0)
+                            };
+                            v += score; // as the reference's `score + till` (commutative)
+                            let end = at + usize::from(len & !UNK_STEP);
+                            if let Some(c) = best.get_mut(end) {
+                                *c = Best {
+                                    score: v,
+                                    start: at as u32,
+                                    id,
+                                };
+                            }
+                            at = end;
+                        }
+                        cache.hits += 1;
+                        frontier = frontier.max(q);
+                        s = q;
+                        continue;
+                    }
+                    match key {
+                        Some(key) if slot.is_none() => {
+                            // Run the word's positions as usual while the same trie walks
+                            // fill the word's exact lattice, then cache what it allows.
+                            let start = s;
+                            let sc = &mut cache.scratch;
+                            sc.clear();
+                            sc.resize(word.len() + 1, Exact::UNREACHED);
+                            if let Some(c) = sc.first_mut() {
+                                c.v = 0.0;
+                            }
+                            let mut biggest = 0f64;
+                            let mut chars = 0usize;
+                            while s < q {
+                                let ex = Some((&mut sc[..], start, &mut biggest));
+                                s += self.step(bytes, best, s, &mut frontier, unk_score, ex);
+                                chars += 1;
+                            }
+                            let entry = exact_entry(sc, chars, biggest)
+                                // A cheap guard on the argument: the path just taken must be
+                                // the entry's whenever the entry applies to `x`.
+                                .filter(|e| x.abs() > e.xmax || path_matches(best, start, q, e))
+                                .unwrap_or(Slot::REFUSED);
+                            cache.insert(&key, entry);
+                        }
+                        _ => {
+                            while s < q {
+                                s += self.step(bytes, best, s, &mut frontier, unk_score, None);
+                            }
+                        }
+                    }
+                }
+            }
         }
         let first = out.len();
         let mut end = n;
@@ -231,6 +339,346 @@ impl SpUnigram {
         }
         out[first..].reverse();
         Ok(())
+    }
+
+    /// One position of the reference's loop: re-centre if needed, then offer every piece
+    /// starting at `s` (or the unknown character) to the position where it ends. Returns the
+    /// length of the character at `s`. With `exact` = (word lattice, word start, largest
+    /// |candidate|), the same candidates are also offered in double precision.
+    #[inline(always)]
+    fn step(
+        &self,
+        bytes: &[u8],
+        best: &mut [Best],
+        s: usize,
+        frontier: &mut usize,
+        unk_score: f32,
+        mut exact: Option<(&mut [Exact], usize, &mut f64)>,
+    ) -> usize {
+        let n = bytes.len();
+        let till = recentre(best, s, *frontier);
+        let Some(row) = best.get_mut(s..) else {
+            return n - s;
+        };
+        let scores = &self.match_scores[..];
+        let mblen = one_char_len(bytes[s]).min(n - s);
+        let mut has_single = false;
+        let mut longest = 0usize;
+        let till64 = match &exact {
+            Some((sc, start, _)) => sc.get(s - start).map_or(f64::NEG_INFINITY, |c| c.v),
+            None => 0.0,
+        };
+        let mut offer = |len: usize, id: u32, score: f32, unk: bool| {
+            let cand = score + till;
+            if let Some(t) = row.get_mut(len) {
+                if cand > t.score {
+                    *t = Best {
+                        score: cand,
+                        start: s as u32,
+                        id,
+                    };
+                }
+            }
+            if let Some((sc, start, biggest)) = &mut exact {
+                let cand = till64 + f64::from(score);
+                **biggest = biggest.max(cand.abs());
+                if let Some(t) = sc.get_mut(s - *start + len) {
+                    t.offer(cand, (s - *start) as u8, id, unk);
+                }
+            }
+        };
+        self.trie.for_each_prefix(&bytes[s..], |len, id| {
+            offer(
+                len,
+                id,
+                scores.get(id as usize).copied().unwrap_or(0.0),
+                false,
+            );
+            has_single |= len == mblen;
+            longest = len;
+        });
+        if !has_single {
+            longest = longest.max(mblen);
+            offer(mblen, self.unk_id, unk_score, true);
+        }
+        *frontier = (*frontier).max(s + longest);
+        mblen
+    }
+}
+
+/// Re-centre path scores on `best[s]` when it has left ±1e5, as the reference does at every
+/// position; returns the (new) score at `s`.
+#[inline]
+fn recentre(best: &mut [Best], s: usize, frontier: usize) -> f32 {
+    let Some(till) = best.get(s).map(|b| b.score) else {
+        return 0.0;
+    };
+    if (-SCORE_RESET_THRESHOLD..=SCORE_RESET_THRESHOLD).contains(&till) {
+        return till;
+    }
+    // Unreached positions stay -inf, as the reference leaves them untouched.
+    let hi = frontier.max(s);
+    if let Some(row) = best.get_mut(s..=hi) {
+        for b in row {
+            b.score -= till;
+        }
+    }
+    0.0
+}
+
+/// Whether the lattice's best path from `q` back to `s` is the entry's.
+fn path_matches(best: &[Best], s: usize, q: usize, e: &Slot) -> bool {
+    let mut end = q;
+    for k in (0..usize::from(e.n).min(MAX_STEPS)).rev() {
+        let Some(b) = best.get(end) else {
+            return false;
+        };
+        let len = usize::from(e.lens[k] & !UNK_STEP);
+        if b.id != e.ids[k] || b.start as usize + len != end {
+            return false;
+        }
+        end = b.start as usize;
+    }
+    end == s
+}
+
+/// The cache entry for a word from its exact lattice (`chars` characters, candidates within
+/// `biggest` of the start): its best path and the bound on `|x|` that makes it exact; `None`
+/// when the path is too long to store or no bound works.
+fn exact_entry(sc: &[Exact], chars: usize, biggest: f64) -> Option<Slot> {
+    let mut e = Slot::REFUSED;
+    let mut min_gap = f64::INFINITY;
+    let mut end = sc.len() - 1;
+    let mut k = 0usize;
+    while end > 0 {
+        let c = sc.get(end)?;
+        let start = usize::from(c.start);
+        if start >= end || k >= MAX_STEPS {
+            return None;
+        }
+        min_gap = min_gap.min(c.gap);
+        e.ids[k] = c.id;
+        e.lens[k] = (end - start) as u8 | if c.unk { UNK_STEP } else { 0 };
+        k += 1;
+        end = start;
+    }
+    e.n = k as u8;
+    e.ids[..k].reverse();
+    e.lens[..k].reverse();
+    e.xmax = robust_xmax(min_gap, biggest, chars)?;
+    Some(e)
+}
+
+/// The largest `|x|` (as a float32 bound, rounded down) for which a word whose exact best
+/// path wins every decision along it by at least `min_gap`, whose candidates all lie within
+/// `biggest` of the start, and which has `chars` characters, is segmented by the float32 loop
+/// exactly as in exact arithmetic and without re-centring inside it. See `WordCache`.
+fn robust_xmax(min_gap: f64, biggest: f64, chars: usize) -> Option<f32> {
+    let limit = f64::from(SCORE_RESET_THRESHOLD);
+    // Every magnitude involved is below 2^k; try the widest range first.
+    for k in (0..=17u32).rev() {
+        let pow = f64::from(1u32 << k);
+        // `e` is a whole float32 spacing below 2^k: twice the rounding error of one sum.
+        let e = pow / f64::from(1u32 << 24);
+        let err = chars as f64 * e;
+        if err >= 0.5 || min_gap <= 2.0 * err + 1e-6 {
+            continue;
+        }
+        // |x| + biggest + err < 2^k keeps every value below 2^k; |x| + biggest + err below
+        // the threshold keeps every position inside the word from re-centring.
+        let xmax = (pow - biggest - err - 1.0).min(limit - biggest - err - 1.0);
+        if xmax >= 0.0 {
+            return Some(xmax as f32);
+        }
+    }
+    None
+}
+
+/// A position of a word's lattice in double precision (offsets from the word start).
+#[derive(Clone, Copy)]
+struct Exact {
+    v: f64,
+    /// Best minus runner-up candidate (+inf with one candidate, 0 on a tie).
+    gap: f64,
+    start: u8,
+    id: u32,
+    /// The unknown-character candidate (scored `unk_score`).
+    unk: bool,
+}
+
+impl Exact {
+    const UNREACHED: Exact = Exact {
+        v: f64::NEG_INFINITY,
+        gap: f64::INFINITY,
+        start: 0,
+        id: 0,
+        unk: false,
+    };
+
+    #[inline]
+    fn offer(&mut self, cand: f64, start: u8, id: u32, unk: bool) {
+        if cand > self.v {
+            self.gap = cand - self.v; // +inf when unreached
+            self.v = cand;
+            self.start = start;
+            self.id = id;
+            self.unk = unk;
+        } else {
+            self.gap = self.gap.min(self.v - cand);
+        }
+    }
+}
+
+/// Longest cached word, in bytes (so the key fits the slot).
+const MAX_WORD: usize = 24;
+/// Longest cached path, in pieces.
+const MAX_STEPS: usize = 6;
+/// Marks a path step that is an unknown character (in `Slot::lens`).
+const UNK_STEP: u8 = 0x80;
+const SETS: usize = 1 << 14;
+
+/// A word padded with zeros, and its length.
+#[derive(Clone, Copy, PartialEq)]
+struct WordKey {
+    k: [u64; 3],
+    len: u8,
+}
+
+impl WordKey {
+    #[inline]
+    fn new(word: &[u8]) -> Option<WordKey> {
+        if word.is_empty() || word.len() > MAX_WORD {
+            return None;
+        }
+        let mut buf = [0u8; MAX_WORD];
+        buf[..word.len()].copy_from_slice(word);
+        let w = |i: usize| u64::from_le_bytes(buf[i..i + 8].try_into().unwrap_or_default());
+        Some(WordKey {
+            k: [w(0), w(8), w(16)],
+            len: word.len() as u8,
+        })
+    }
+
+    #[inline]
+    fn set(&self) -> usize {
+        const K: u64 = 0x9E37_79B9_7F4A_7C15;
+        let h = (self.k[0] ^ self.k[1].rotate_left(21) ^ self.k[2].rotate_left(42))
+            .wrapping_add(u64::from(self.len))
+            .wrapping_mul(K);
+        (h >> 40) as usize & (SETS - 1)
+    }
+}
+
+/// One cached word in one cache line (60 bytes): key, bound and path (piece ids, and byte
+/// lengths with `UNK_STEP` marking unknown characters; scores are looked up).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Slot {
+    k: [u64; 3],
+    /// The entry applies when `|best[word start]| <= xmax` (-1: never).
+    xmax: f32,
+    ids: [u32; MAX_STEPS],
+    /// Key length; 0 for an empty slot.
+    key_len: u8,
+    /// Pieces in the path.
+    n: u8,
+    lens: [u8; MAX_STEPS],
+}
+
+impl Slot {
+    const EMPTY: Slot = Slot {
+        k: [0; 3],
+        xmax: -1.0,
+        ids: [0; MAX_STEPS],
+        key_len: 0,
+        n: 0,
+        lens: [0; MAX_STEPS],
+    };
+    /// A word known to need the general loop.
+    const REFUSED: Slot = Slot::EMPTY;
+
+    #[inline]
+    fn is(&self, key: &WordKey) -> bool {
+        self.k == key.k && self.key_len == key.len
+    }
+}
+
+/// A per-thread, per-model cache: word (a `▁` and what follows up to the next `▁`) → its best
+/// path, for the starting scores it is provably exact for.
+///
+/// Why it is exact. When no matchable piece has `▁` after its first character, no piece (and
+/// no unknown character) crosses a `▁`, so the reference's lattice over a word starting at `p`
+/// depends only on `x = best[p]` (after the re-centring at `p`), and the word's best path is
+/// found by backtracking from the word's end. In exact arithmetic that path does not depend
+/// on `x` (shifting every candidate by `x` changes no comparison). In float32 each stored
+/// score is a rounded sum; while every magnitude stays below `2^k`, one rounding errs by at
+/// most `e/2` with `e = 2^(k-24)`, and the stored best at a position is within `c * e/2` of
+/// the exact best there, `c` being the number of characters before it in the word (each
+/// candidate adds one rounding to a start's error, and a max of values each within `d` of
+/// exact values is within `d` of their max). So at a position where the exact winner beats
+/// every other candidate by more than `2 * chars * e`, the float32 winner is the same
+/// candidate, whatever the order and ties. `exact_entry` checks this margin at every position
+/// of the exact path (only those are read by the backtrack), and bounds `|x|` so that every
+/// value stays below `2^k` and inside ±1e5 (no re-centring inside the word). Under that bound
+/// the reference backtracks along the cached path, and the scores it stores along it are the
+/// float32 running sums from `x`, which a hit recomputes in the same order. Words with exact
+/// ties (`g`+`gg` against `gg`+`g`) or too-close scores are stored as refused and take the
+/// general loop. (The exact lattice is kept in f64: its own rounding, ~1e-12 here, is covered
+/// by the 1e-6 slack.)
+///
+/// Two-way sets, one cache line per word: a lookup reads one line, an insert replaces the
+/// older entry of the set (no clearing, no probing).
+pub(crate) struct WordCache {
+    owner: u64,
+    slots: Vec<Slot>,
+    /// Hits, for the tests.
+    hits: u64,
+    scratch: Vec<Exact>,
+}
+
+impl WordCache {
+    fn new(owner: u64) -> Self {
+        WordCache {
+            owner,
+            slots: vec![Slot::EMPTY; 2 * SETS],
+            hits: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The entry of `key`.
+    #[inline]
+    fn get(&self, key: &WordKey) -> Option<Slot> {
+        let i = 2 * key.set();
+        let set = self.slots.get(i..i + 2)?;
+        set.iter().find(|s| s.is(key)).copied()
+    }
+
+    /// Ask for the cache line of `key`'s set (a hint: reads and writes nothing).
+    #[inline(always)]
+    fn prefetch(&self, key: &WordKey) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(slot) = self.slots.get(2 * key.set()) {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            // SAFETY: SSE is part of the x86_64 baseline, and a prefetch is only a hint: it
+            // neither reads nor writes memory as the program sees it.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>((slot as *const Slot).cast()) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = key;
+    }
+
+    /// Remember `entry` for `key` (absent), replacing the older of its set.
+    fn insert(&mut self, key: &WordKey, entry: Slot) {
+        let i = 2 * key.set();
+        if let Some(set) = self.slots.get_mut(i..i + 2) {
+            set[1] = set[0];
+            set[0] = Slot {
+                k: key.k,
+                key_len: key.len,
+                ..entry
+            };
+        }
     }
 }
 
@@ -420,6 +868,132 @@ mod tests {
                 assert_eq!(got, reference(&pieces, 0, &text), "round {round} {text:?}");
             }
         }
+    }
+
+    #[test]
+    fn word_cache_agrees_with_the_reference_loop() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % m
+        };
+        // `z` and `𝔸` are never single pieces: unknown characters at min - 10 push the running
+        // score by ~6e4, so words start at every magnitude up to 1e5 and re-centring happens.
+        // Scores include exact ties and gaps of a few thousandths (below a float32 spacing
+        // near 1e5), which the cache must refuse or restrict to small starting scores.
+        let letters = ["a", "b", "c", "é", "z", "𝔸"];
+        let score_list = [
+            -1.0f32,
+            -2.0,
+            -3.0,
+            -3.003,
+            -1.0039,
+            -2.0000002,
+            -0.99999994,
+            -1.5,
+            -4.25,
+            0.003,
+            -7.25,
+            -60000.0,
+        ];
+        let (mut hits, mut refused, mut kept) = (0u64, 0usize, 0usize);
+        for round in 0..80 {
+            let mut pieces = vec![PieceEntry {
+                piece: "<unk>".into(),
+                score: 0.0,
+                kind: Unknown,
+            }];
+            let mut seen = std::collections::HashSet::new();
+            for _ in 0..(next(50) + 5) {
+                let len = next(3) + 1;
+                let mut piece: String = if next(2) == 0 {
+                    "▁".into()
+                } else {
+                    String::new()
+                };
+                piece.extend((0..len).map(|_| letters[next(4) as usize]));
+                if next(8) == 0 {
+                    piece = "▁".into();
+                }
+                if !seen.insert(piece.clone()) {
+                    continue;
+                }
+                let kind = match next(12) {
+                    0 => UserDefined,
+                    1 => Unused,
+                    _ => Normal,
+                };
+                let k = if round % 2 == 0 { score_list.len() } else { 11 };
+                pieces.push(PieceEntry {
+                    piece,
+                    score: score_list[next(k as u64) as usize],
+                    kind,
+                });
+            }
+            let m = SpUnigram::new(&pieces, 0).unwrap();
+            assert!(m.words_ok);
+            let words: Vec<String> = (0..12)
+                .map(|_| {
+                    let mut w = String::from("▁");
+                    w.extend((0..next(7)).map(|_| letters[next(6) as usize]));
+                    w
+                })
+                .collect();
+            let mut cache = WordCache::new(0);
+            let mut best = Vec::new();
+            for t in 0..30 {
+                let count = if t % 10 == 0 { 3000 } else { next(40) };
+                let mut text: String = if next(3) == 0 {
+                    "ab".into()
+                } else {
+                    String::new()
+                };
+                for _ in 0..count {
+                    text.push_str(&words[next(words.len() as u64) as usize]);
+                }
+                let mut out = vec![];
+                if text.is_empty() {
+                    continue;
+                }
+                m.segment_into(text.as_bytes(), &mut best, &mut out, Some(&mut cache))
+                    .unwrap();
+                let got: Vec<_> = out.iter().map(|p| (p.id, p.start, p.end)).collect();
+                assert_eq!(got, reference(&pieces, 0, &text), "round {round} {text:?}");
+            }
+            hits += cache.hits;
+            refused += cache
+                .slots
+                .iter()
+                .filter(|s| s.key_len != 0 && s.xmax < 0.0)
+                .count();
+            kept += cache
+                .slots
+                .iter()
+                .filter(|s| s.key_len != 0 && s.xmax >= 0.0)
+                .count();
+        }
+        // The cache did serve most words, and refused some.
+        assert!(
+            hits > 100_000 && refused > 50 && kept > 200,
+            "{hits} {refused} {kept}"
+        );
+    }
+
+    #[test]
+    fn slot_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Slot>(), 64);
+    }
+
+    #[test]
+    fn robust_bound() {
+        // Exact ties are never cached; a wide gap allows any start; a gap of 0.003 (below the
+        // float32 spacing 0.0078 near 1e5) only small ones.
+        assert_eq!(robust_xmax(0.0, 10.0, 3), None);
+        assert!(robust_xmax(1.0, 10.0, 3).unwrap() > 99_000.0);
+        let x = robust_xmax(0.003, 10.0, 3).unwrap();
+        assert!(x < 32_768.0 && x > 1000.0, "{x}");
     }
 
     #[test]
