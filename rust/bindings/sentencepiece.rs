@@ -12,10 +12,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 use pyo3::IntoPyObjectExt;
 
-/// Texts up to this many bytes are encoded without releasing the GIL (a few microseconds at
-/// most, less than the release and retake cost on short lines).
-const SHORT_TEXT: usize = 256;
-
 #[pyclass(module = "piecework._core", name = "_SentencePiece", frozen)]
 pub struct PySentencePiece {
     inner: SentencePiece,
@@ -211,10 +207,6 @@ impl PySentencePiece {
         reverse: bool,
     ) -> PyResult<Vec<u32>> {
         let ex = self.extra(add_bos, add_eos, reverse, false)?;
-        if text.len() <= SHORT_TEXT {
-            // Releasing and retaking the GIL costs more than encoding a short text.
-            return self.ids_one(text, ex).map_err(to_py_err);
-        }
         py.detach(|| self.ids_one(text, ex)).map_err(to_py_err)
     }
 
