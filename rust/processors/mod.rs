@@ -266,20 +266,7 @@ impl PostProcessor for Processor {
             Processor::Bert(b) => Some(wrap(&b.cls, &b.sep)),
             Processor::Roberta(r) => Some(wrap(&r.cls, &r.sep)),
             Processor::ByteLevel(_) => Some(ids.to_vec()),
-            Processor::Template(t) => {
-                let mut out = Vec::with_capacity(ids.len() + t.added_tokens(false));
-                for piece in &t.single {
-                    match piece {
-                        template::Piece::Sequence { seq: 0, .. } => out.extend_from_slice(ids),
-                        template::Piece::Sequence { .. } => return None,
-                        template::Piece::Special { .. } if !add_special_tokens => {}
-                        template::Piece::Special { id, .. } => {
-                            out.extend_from_slice(&t.special_tokens.get(id)?.ids)
-                        }
-                    }
-                }
-                Some(out)
-            }
+            Processor::Template(t) => t.single_ids(ids, add_special_tokens),
             Processor::Sequence(list) => {
                 let mut cur = ids.to_vec();
                 for p in list {

@@ -27,6 +27,10 @@ pub struct TemplateProcessing {
     pub special_tokens: HashMap<String, SpecialToken>,
     added_single: usize,
     added_pair: usize,
+    /// The single template with its special tokens' ids looked up once (`None` entries are
+    /// the sequence), for `single_ids`; `None` when the template needs a second sequence or
+    /// names an unknown special token.
+    single_ids_plan: Option<Vec<Option<Vec<u32>>>>,
 }
 
 fn u32_of(v: &Value, what: &str) -> Result<u32> {
@@ -148,13 +152,37 @@ impl TemplateProcessing {
         };
         let added_single = count(&single);
         let added_pair = count(&pair);
+        let single_ids_plan = single
+            .iter()
+            .map(|p| match p {
+                Piece::Sequence { seq: 0, .. } => Some(None),
+                Piece::Sequence { .. } => None,
+                Piece::Special { id, .. } => special_tokens.get(id).map(|s| Some(s.ids.clone())),
+            })
+            .collect();
         TemplateProcessing {
             single,
             pair,
             special_tokens,
             added_single,
             added_pair,
+            single_ids_plan,
         }
+    }
+
+    /// The ids of a single sequence after this template (`add_special_tokens: false` keeps only
+    /// the sequences); `None` when the template cannot run on ids alone.
+    pub fn single_ids(&self, ids: &[u32], add_special_tokens: bool) -> Option<Vec<u32>> {
+        let plan = self.single_ids_plan.as_ref()?;
+        let mut out = Vec::with_capacity(ids.len() + self.added_single);
+        for piece in plan {
+            match piece {
+                None => out.extend_from_slice(ids),
+                Some(special) if add_special_tokens => out.extend_from_slice(special),
+                Some(_) => {}
+            }
+        }
+        Some(out)
     }
 
     /// The object must have `single`, `pair` and `special_tokens` (the reference ignores `type`).
