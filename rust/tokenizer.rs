@@ -748,13 +748,8 @@ impl Core {
         if let Some(fp) = self.fast().filter(FastPath::has_offsets) {
             let mut scratch = Scratch::default();
             let mut toks: Vec<Token> = Vec::new();
-            for (id, (s, e)) in self.segments(text) {
-                if let Some(id) = id {
-                    out.push_token(model, &Token::with_value(id, &text[s..e], 0, e - s), s);
-                    out.word += 1;
-                    continue;
-                }
-                fp.for_each_piece(&text[s..e], &mut scratch, true, |piece, w| {
+            self.encoding_by_segment(text, &mut out, |out, s, seg| {
+                fp.for_each_piece(seg, &mut scratch, true, |piece, w| {
                     toks.clear();
                     model.tokenize(w, &mut toks)?;
                     for t in &toks {
@@ -764,7 +759,8 @@ impl Core {
                     out.word += 1;
                     Ok::<(), Error>(())
                 })?;
-            }
+                Ok(true)
+            })?;
             return Ok(out.enc);
         }
         let pts = self.tokenize(text)?;
@@ -774,6 +770,27 @@ impl Core {
 }
 
 impl Core {
+    /// An encoding on a fast path: added tokens are pushed as they are, and each non-empty
+    /// piece between them goes to `piece(out, start, piece)`; `false` from `piece` stops (the
+    /// caller then takes the general pipeline).
+    fn encoding_by_segment(
+        &self,
+        text: &str,
+        out: &mut EncodingBuilder,
+        mut piece: impl FnMut(&mut EncodingBuilder, usize, &str) -> Result<bool>,
+    ) -> Result<bool> {
+        let model = self.model.as_model();
+        for (id, (s, e)) in self.segments(text) {
+            if let Some(id) = id {
+                out.push_token(model, &Token::with_value(id, &text[s..e], 0, e - s), s);
+                out.word += 1;
+            } else if s < e && !piece(out, s, &text[s..e])? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// `encode_text` on the ByteLevel path: each word's ids come from the raw-byte merge (and
     /// its cache), and each token's byte length from its byte-level string (one character per
     /// byte). As in the general pipeline, every byte of a character is aligned to the whole
@@ -790,15 +807,9 @@ impl Core {
         let model = self.model.as_model();
         let mut ids = Vec::new();
         let mut prefixed = String::new();
-        for (id, (s, e)) in self.segments(text) {
-            if let Some(id) = id {
-                out.push_token(model, &Token::with_value(id, &text[s..e], 0, e - s), s);
-                out.word += 1;
-                continue;
-            }
-            let seg = &text[s..e];
+        self.encoding_by_segment(text, out, |out, s, seg| {
             let Some(first) = seg.chars().next() else {
-                continue;
+                return Ok(true);
             };
             // Positions below `shift` are the prefix space, aligned to the first character.
             let shift = usize::from(add_prefix_space && first != ' ');
@@ -854,8 +865,8 @@ impl Core {
                 out.word += 1;
                 word_start = word_end;
             }
-        }
-        Ok(true)
+            Ok(true)
+        })
     }
 }
 
@@ -875,15 +886,9 @@ impl Core {
         let mut esc = String::new();
         let mut align: Vec<(usize, usize)> = Vec::new();
         let mut toks: Vec<Token> = Vec::new();
-        for (id, (s, e)) in self.segments(text) {
-            if let Some(id) = id {
-                out.push_token(model, &Token::with_value(id, &text[s..e], 0, e - s), s);
-                out.word += 1;
-                continue;
-            }
-            let piece = &text[s..e];
+        self.encoding_by_segment(text, out, |out, s, piece| {
             let Some(first) = piece.chars().next() else {
-                continue;
+                return Ok(true);
             };
             esc.clear();
             align.clear();
@@ -911,7 +916,8 @@ impl Core {
                 Ok(())
             })?;
             out.word += 1;
-        }
+            Ok(true)
+        })?;
         Ok(())
     }
 }
