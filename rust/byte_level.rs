@@ -487,13 +487,7 @@ mod tests {
         let alphabet: Vec<char> = "aZé中 \t\n\r\u{a0}\u{3000}\u{2028}\u{85}'sStTrRevmld1٣²Ⅻ!?.,-_\u{301}😀\u{1F3FB}\u{0}\u{200B}ℌ"
             .chars()
             .collect();
-        let mut x: u64 = 0x1234_5678_9abc_def1;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::test_rng(0x1234_5678_9abc_def1);
         (0..n)
             .map(|_| {
                 let len = (next() % 24) as usize;

@@ -1140,13 +1140,7 @@ mod tests {
     /// Deterministic texts over `ALPHABET` (xorshift, so the test needs no dependency).
     fn texts(n: usize, seed: u64) -> Vec<String> {
         let alphabet: Vec<char> = ALPHABET.chars().collect();
-        let mut state = seed | 1;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::test_rng(seed | 1);
         (0..n)
             .map(|_| {
                 let len = (next() % 40) as usize;
@@ -1304,13 +1298,8 @@ mod tests {
         let seps = [
             " ", " ", ".", ",", "\t", "", "\u{b}", "\u{0}", "\u{a0}", "'", "\r\n",
         ];
-        let mut state = seed | 1;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as usize
-        };
+        let mut rng = crate::test_rng(seed | 1);
+        let mut next = move || rng() as usize;
         (0..n)
             .map(|_| {
                 let mut t = String::new();

@@ -32,6 +32,19 @@ pub use encoding::Encoding;
 pub use error::{Error, ErrorKind, Result};
 pub use tokenizer::Tokenizer;
 
+/// The tests' random numbers: a xorshift64 stream from `seed` (deterministic, no dependency;
+/// each call steps the state and returns it).
+#[cfg(test)]
+pub(crate) fn test_rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 /// The shared test data folder: `PIECEWORK_DATA`, else `../shared/data` beside the crate.
 #[cfg(test)]
 pub(crate) fn test_data_dir() -> String {

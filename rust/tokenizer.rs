@@ -1013,13 +1013,7 @@ mod tests {
                 .chars()
                 .collect();
         let words = ["[CLS]", "[MASK]", " [MASK]", "café", "abc"];
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::test_rng(0x2545_f491_4f6c_dd1du64);
         (0..n)
             .map(|_| {
                 let len = (next() % 24) as usize;

@@ -121,13 +121,7 @@ mod tests {
         let alphabet: Vec<char> = "aZé\u{17F}sStTlLvVeErRdDmM'''  \t\r\n\u{a0}\u{2003}\u{3000}19٣²½.,!-/😀\u{301}\u{300}漢字ⅷ\u{85}\u{b}"
             .chars()
             .collect();
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::test_rng(0x9E37_79B9_7F4A_7C15u64);
         for _ in 0..20_000 {
             let len = (next() % 14) as usize;
             let text: String = (0..len)

@@ -481,14 +481,7 @@ mod tests {
 
     #[test]
     fn random_corruption_never_panics() {
-        // A small xorshift generator: deterministic, no dependency.
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::test_rng(0x2545_f491_4f6c_dd1du64);
         let good = tiny();
         for _ in 0..2000 {
             let mut b = good.clone();

@@ -1173,13 +1173,8 @@ mod tests {
     /// character-level (codellama) files: long runs, periodic and random words, random bytes.
     #[test]
     fn backtrack_matches_heap_on_real_models() {
-        let mut x = 0x0DDB_1A5E_5BAD_5EEDu64;
-        let mut next = move |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut rng = crate::test_rng(0x0DDB_1A5E_5BAD_5EEDu64);
+        let mut next = move |m: u64| rng() % m;
         for name in ["gpt2", "codellama"] {
             let path = format!("{}/{name}/tokenizer.json", crate::test_data_dir());
             let Ok(text) = std::fs::read_to_string(&path) else {

@@ -124,8 +124,8 @@ impl Trie {
         Trie::build(pairs.into_iter().collect())
     }
 
-    /// Build from (key, value) pairs; a repeated key keeps its last value.
-    pub fn build(mut entries: Vec<(&[u8], u32)>) -> Trie {
+    /// Sort (key, value) pairs by key, a repeated key keeping its last value (as `build`).
+    pub fn sort_keep_last(entries: &mut Vec<(&[u8], u32)>) {
         // Stable sort: equal keys keep their input order, so the last one is kept below.
         entries.sort_by(|a, b| a.0.cmp(b.0));
         entries.dedup_by(|later, earlier| {
@@ -136,6 +136,11 @@ impl Trie {
                 false
             }
         });
+    }
+
+    /// Build from (key, value) pairs; a repeated key keeps its last value.
+    pub fn build(mut entries: Vec<(&[u8], u32)>) -> Trie {
+        Trie::sort_keep_last(&mut entries);
         let mut p = Placer {
             units: Vec::new(),
             used: Vec::new(),
@@ -374,13 +379,7 @@ mod tests {
 
     #[test]
     fn agrees_with_a_naive_search() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::test_rng(0x9e37_79b9_7f4a_7c15u64);
         for alphabet in [3u64, 20, 200] {
             // Short keys over a small alphabet overlap heavily; a large one makes wide nodes.
             let keys: Vec<Vec<u8>> = (0..3000)

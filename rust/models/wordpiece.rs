@@ -639,11 +639,9 @@ mod tests {
             out
         };
         let alphabet = ['a', 'b', 'c', 'é', 'x'];
-        let mut state = 0x1234_5678_9abc_def1u64;
+        let mut next = crate::test_rng(0x1234_5678_9abc_def1u64);
         for _ in 0..5000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
+            let state = next();
             let len = 1 + (state % 35) as usize;
             let w: String = (0..len)
                 .map(|i| {

@@ -974,13 +974,7 @@ mod tests {
     /// Random texts over `alphabet` (characters picked uniformly, some ▁ runs).
     fn texts(alphabet: &str, n: usize, seed: u64) -> Vec<String> {
         let chars: Vec<char> = alphabet.chars().collect();
-        let mut x = seed | 1;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::test_rng(seed | 1);
         (0..n)
             .map(|_| {
                 let len = (next() % 40) as usize;

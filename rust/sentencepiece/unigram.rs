@@ -70,15 +70,7 @@ impl SpUnigram {
         // repeated keys first (the last id wins, as in the trie), then leave the UNUSED ones
         // out: the walk still passes through their nodes to longer keys, so the matches it
         // reports are exactly the reference's minus the skipped ones.
-        entries.sort_by(|a, b| a.0.cmp(b.0));
-        entries.dedup_by(|later, earlier| {
-            if later.0 == earlier.0 {
-                earlier.1 = later.1;
-                true
-            } else {
-                false
-            }
-        });
+        ByteTrie::sort_keep_last(&mut entries);
         entries.retain(|&(_, id)| {
             pieces
                 .get(id as usize)
@@ -808,13 +800,8 @@ mod tests {
 
     #[test]
     fn agrees_with_the_reference_loop_on_generated_vocabularies() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |m: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % m
-        };
+        let mut rng = crate::test_rng(0x2545_f491_4f6c_dd1du64);
+        let mut next = move |m: u64| rng() % m;
         // A few characters (one to four bytes); `z` and `𝔸` are never single pieces, so
         // unknown nodes occur. Scores come from a short list so exact ties are frequent, and
         // the large ones push path scores past ±1e5 to exercise re-centring.
@@ -872,13 +859,8 @@ mod tests {
 
     #[test]
     fn word_cache_agrees_with_the_reference_loop() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move |m: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % m
-        };
+        let mut rng = crate::test_rng(0x9E37_79B9_7F4A_7C15u64);
+        let mut next = move |m: u64| rng() % m;
         // `z` and `𝔸` are never single pieces: unknown characters at min - 10 push the running
         // score by ~6e4, so words start at every magnitude up to 1e5 and re-centring happens.
         // Scores include exact ties and gaps of a few thousandths (below a float32 spacing

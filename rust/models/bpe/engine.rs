@@ -464,13 +464,7 @@ mod tests {
     fn small_merge_matches_heap_merge() {
         // Random words over 4 symbols with a random pair table whose merged ids identify the
         // pair (id = 4 + 16 * ... fresh per pair), ranks with many ties.
-        let mut x = 0x1234_5678_9ABC_DEF1u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::test_rng(0x1234_5678_9ABC_DEF1u64);
         for _ in 0..3000 {
             let n = (next() % 14) as usize + 1;
             let ids: Vec<u32> = (0..n).map(|_| (next() % 3) as u32).collect();
@@ -521,13 +515,8 @@ mod tests {
     fn rank_queue_gives_the_heap_order() {
         // Random long words over a few symbols, random pair tables with repeated ranks and
         // merged ids shared by several pairs: both queues must merge alike, queueing alike.
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move |m: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % m
-        };
+        let mut rng = crate::test_rng(0x9E37_79B9_7F4A_7C15u64);
+        let mut next = move |m: u64| rng() % m;
         for round in 0..40 {
             let syms = 2 + next(5) as u32;
             let ids = syms + 12;

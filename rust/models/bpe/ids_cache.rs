@@ -176,11 +176,9 @@ mod tests {
                 .collect();
             all.extend(words.iter().cloned());
         }
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = crate::test_rng(0x2545_F491_4F6C_DD1Du64);
         for _ in 0..20_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
+            let state = next();
             let len = 1 + (state % 16) as usize;
             all.push(
                 (0..len)
