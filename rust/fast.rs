@@ -48,6 +48,17 @@ pub(crate) enum WordSplit {
     Cl100k,
 }
 
+impl WordSplit {
+    /// The end of the word starting at a byte of a piece; `None` when the piece is one word.
+    pub(crate) fn match_end(self) -> Option<fn(&str, usize) -> usize> {
+        match self {
+            WordSplit::Whole => None,
+            WordSplit::Gpt2 => Some(crate::byte_level::gpt2_match_end),
+            WordSplit::Cl100k => Some(crate::byte_level::cl100k::match_end),
+        }
+    }
+}
+
 /// When the `Meta` path prepends `▁` to a piece.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MetaPrepend {
@@ -1010,16 +1021,12 @@ impl FastPath {
         } else {
             segment
         };
-        let match_end = match split {
-            WordSplit::Whole => {
-                return if s.is_empty() {
-                    Ok(())
-                } else {
-                    f(s.as_bytes())
-                };
-            }
-            WordSplit::Gpt2 => crate::byte_level::gpt2_match_end,
-            WordSplit::Cl100k => crate::byte_level::cl100k::match_end,
+        let Some(match_end) = split.match_end() else {
+            return if s.is_empty() {
+                Ok(())
+            } else {
+                f(s.as_bytes())
+            };
         };
         let mut pos = 0;
         while pos < s.len() {

@@ -830,15 +830,7 @@ impl Core {
             let ceil = |x: usize| (x..=text.len()).find(|&i| text.is_char_boundary(i));
             let mut word_start = 0;
             while word_start < w.len() {
-                let word_end = match split {
-                    crate::fast::WordSplit::Whole => w.len(),
-                    crate::fast::WordSplit::Gpt2 => {
-                        crate::byte_level::gpt2_match_end(w, word_start)
-                    }
-                    crate::fast::WordSplit::Cl100k => {
-                        crate::byte_level::cl100k::match_end(w, word_start)
-                    }
-                };
+                let word_end = split.match_end().map_or(w.len(), |end| end(w, word_start));
                 ids.clear();
                 bpe.byte_level_ids(&w.as_bytes()[word_start..word_end], &mut ids)?;
                 let mut a = word_start;
