@@ -116,11 +116,16 @@ static ASCII_CLASS: [Class; 128] = {
     t
 };
 
-#[inline]
+#[inline(always)]
 fn class(c: char) -> Class {
-    if let Some(&k) = ASCII_CLASS.get(c as usize) {
-        return k;
+    match ASCII_CLASS.get(c as usize) {
+        Some(&k) => k,
+        None => class_above_ascii(c),
     }
+}
+
+#[inline(never)]
+fn class_above_ascii(c: char) -> Class {
     if in_ranges(&tables::LETTER, c) {
         Class::Letter
     } else if in_ranges(&tables::NUMBER, c) {
@@ -158,6 +163,7 @@ fn run_end(s: &str, from: usize, k: Class) -> usize {
 pub struct Gpt2Split;
 
 /// The end of the GPT-2 regex match starting at byte `pos` of `s` (`pos < s.len()`).
+#[inline]
 pub(crate) fn gpt2_match_end(s: &str, pos: usize) -> usize {
     let rest = &s[pos..];
     let mut it = rest.chars();

@@ -1021,21 +1021,30 @@ impl FastPath {
         } else {
             segment
         };
-        let Some(match_end) = split.match_end() else {
-            return if s.is_empty() {
-                Ok(())
-            } else {
-                f(s.as_bytes())
-            };
-        };
-        let mut pos = 0;
-        while pos < s.len() {
-            let end = match_end(s, pos);
-            f(&s.as_bytes()[pos..end])?;
-            pos = end;
+        // One loop per splitter, so that the splitter inlines into it.
+        match split {
+            WordSplit::Whole if s.is_empty() => Ok(()),
+            WordSplit::Whole => f(s.as_bytes()),
+            WordSplit::Gpt2 => each_match(s, crate::byte_level::gpt2_match_end, f),
+            WordSplit::Cl100k => each_match(s, crate::byte_level::cl100k::match_end, f),
         }
-        Ok(())
     }
+}
+
+/// Calls `f` on the consecutive matches of `s` (`match_end(s, pos)` ends the one at `pos`).
+#[inline(always)]
+fn each_match<E>(
+    s: &str,
+    match_end: impl Fn(&str, usize) -> usize,
+    mut f: impl FnMut(&[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut pos = 0;
+    while let Some(rest) = s.get(pos..).filter(|r| !r.is_empty()) {
+        let end = match_end(s, pos).max(pos + 1);
+        f(rest.as_bytes().get(..end - pos).unwrap_or(rest.as_bytes()))?;
+        pos = end;
+    }
+    Ok(())
 }
 
 /// The byte-level string of raw bytes (each byte one character), into `word`.

@@ -647,10 +647,17 @@ impl Core {
                     _ => None,
                 };
                 self.ids_by_segment(text, out, |_, piece, out| {
+                    if let Some(bpe) = bpe {
+                        return bpe.with_byte_level_words(|words| {
+                            FastPath::for_each_byte_level_word(
+                                add_prefix_space,
+                                split,
+                                piece,
+                                |raw| words.ids(raw, out),
+                            )
+                        });
+                    }
                     FastPath::for_each_byte_level_word(add_prefix_space, split, piece, |raw| {
-                        if let Some(bpe) = bpe {
-                            return bpe.byte_level_ids(raw, out);
-                        }
                         crate::fast::byte_level_string(raw, &mut word);
                         word_ids(&word, out)
                     })

@@ -31,13 +31,15 @@ enum IdToToken {
 }
 
 impl IdToToken {
-    fn build(vocab: &AHashMap<String, u32>) -> Self {
+    /// The map, and whether every id has one token only.
+    fn build(vocab: &AHashMap<String, u32>) -> (Self, bool) {
         let max = vocab.values().copied().max().unwrap_or(0) as usize;
         // Several tokens may share an id; keep the smallest string so the choice is stable
         // (written last). Ordering by id first keeps string comparisons to shared ids.
         let mut pairs: Vec<(&String, u32)> = vocab.iter().map(|(k, &v)| (k, v)).collect();
         pairs.sort_unstable_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)));
-        if max <= vocab.len().saturating_mul(2) + 1024 {
+        let unique = pairs.windows(2).all(|w| w[0].1 != w[1].1);
+        let map = if max <= vocab.len().saturating_mul(2) + 1024 {
             let mut v: Vec<Option<Box<str>>> = vec![None; max + 1];
             for (k, id) in pairs {
                 v[id as usize] = Some(k.as_str().into());
@@ -50,7 +52,8 @@ impl IdToToken {
                     .map(|(k, id)| (id, k.as_str().into()))
                     .collect(),
             )
-        }
+        };
+        (map, unique)
     }
     fn get(&self, id: u32) -> Option<&str> {
         match self {
@@ -138,11 +141,18 @@ pub struct Bpe {
     /// Whether no merge joins a symbol ending in another character with one starting with
     /// `▁`, and `▁` is in the vocabulary (see `has_meta_words`).
     meta_words: bool,
+    /// Whether no two tokens share an id. Then a merged id names one string, so a queued
+    /// merge is stale exactly when its pair changed, and `Word::merge_small` (a scan) gives
+    /// the heap merge's result.
+    unique_ids: bool,
     /// Identity of this model in the per-thread id caches.
     uid: u64,
     /// The encoder for long words, when the model allows one (see `backtrack`).
     backtrack: backtrack::Lazy,
 }
+
+/// Words of at most this many symbols merge by scanning when `unique_ids` allows it.
+const SMALL_WORD: usize = 16;
 
 /// Words of at least this many bytes go to the backtracking encoder when the model has one:
 /// shorter ones are cached, and merge quickly on the heap anyway.
@@ -418,8 +428,10 @@ impl Bpe {
                 None => all_bytes = false,
             }
         }
+        let (vocab_r, unique_ids) = IdToToken::build(&vocab);
         Ok(Bpe {
-            vocab_r: IdToToken::build(&vocab),
+            vocab_r,
+            unique_ids,
             vocab,
             merges,
             merge_list,
@@ -629,9 +641,20 @@ impl Bpe {
             let p = self.dropout.unwrap_or(0.0);
             word.merge_all(lookup, Some(|| random_f32() < p), |_, _, _| {});
         } else {
-            word.merge_all(lookup, None::<fn() -> bool>, |_, _, _| {});
+            self.merge_deterministic(word);
         }
         Ok(())
+    }
+
+    /// All merges of `word`, without dropout.
+    #[inline]
+    fn merge_deterministic(&self, word: &mut Word) {
+        let lookup = |a, b| self.lookup(a, b);
+        if self.unique_ids && word.symbols.len() <= SMALL_WORD {
+            word.merge_small(lookup, |_, _, _| {});
+        } else {
+            word.merge_all(lookup, None::<fn() -> bool>, |_, _, _| {});
+        }
     }
 }
 
@@ -646,38 +669,62 @@ impl Bpe {
     /// caller checked `has_byte_level_ids`). Each raw byte is one symbol of that string, and
     /// merges depend only on symbol ids, so merging raw bytes gives the same ids.
     pub(crate) fn byte_level_ids(&self, raw: &[u8], out: &mut Vec<u32>) -> Result<()> {
+        self.with_byte_level_words(|w| w.ids(raw, out))
+    }
+
+    /// Run `f` with this thread's id cache of the model taken once, for many `byte_level_ids`
+    /// calls (one per word of a text) without a thread-local lookup each.
+    pub(crate) fn with_byte_level_words(
+        &self,
+        f: impl FnOnce(&mut ByteLevelWords<'_>) -> Result<()>,
+    ) -> Result<()> {
         let Some(syms) = self.byte_level_syms.as_deref() else {
             return Err(Error::other(
                 "BPE: byte-level ids path used without its table",
             ));
         };
-        self.cached_ids(raw, out, |word, buf, out| {
-            if self.ignore_merges || raw.len() >= BACKTRACK_MIN {
-                // The byte-level string: its characters are the symbols merged here.
-                buf.clear();
-                buf.extend(raw.iter().map(|&b| crate::byte_level::byte_to_char(b)));
-            }
-            if self.ignore_merges {
-                // A word that is a token is that token, merges or not (as `tokenize`).
-                if let Some(&id) = self.vocab.get(buf.as_str()) {
-                    out.push(id);
-                    return Ok(());
-                }
-            }
-            if raw.len() >= BACKTRACK_MIN {
-                if self.backtrack_word(buf.as_bytes(), word) {
-                    out.extend(word.iter().map(|(id, _, _)| id));
-                    return Ok(());
-                }
-                word.clear();
-            }
-            for &b in raw {
-                word.push(syms[b as usize], 1);
-            }
-            word.merge_all(|a, b| self.lookup(a, b), None::<fn() -> bool>, |_, _, _| {});
-            out.extend(word.iter().map(|(id, _, _)| id));
-            Ok(())
+        self.with_ids_table(|table| {
+            f(&mut ByteLevelWords {
+                bpe: self,
+                syms,
+                table,
+            })
         })
+    }
+
+    fn byte_level_merge(
+        &self,
+        syms: &[u32; 256],
+        raw: &[u8],
+        word: &mut Word,
+        buf: &mut String,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        if self.ignore_merges || raw.len() >= BACKTRACK_MIN {
+            // The byte-level string: its characters are the symbols merged here.
+            buf.clear();
+            buf.extend(raw.iter().map(|&b| crate::byte_level::byte_to_char(b)));
+        }
+        if self.ignore_merges {
+            // A word that is a token is that token, merges or not (as `tokenize`).
+            if let Some(&id) = self.vocab.get(buf.as_str()) {
+                out.push(id);
+                return Ok(());
+            }
+        }
+        if raw.len() >= BACKTRACK_MIN {
+            if self.backtrack_word(buf.as_bytes(), word) {
+                out.extend(word.iter().map(|(id, _, _)| id));
+                return Ok(());
+            }
+            word.clear();
+        }
+        for &b in raw {
+            word.push(syms[b as usize], 1);
+        }
+        self.merge_deterministic(word);
+        out.extend(word.iter().map(|(id, _, _)| id));
+        Ok(())
     }
 
     /// Whether `meta_text_ids` applies: the text may be cut before every `▁` that follows
@@ -692,24 +739,56 @@ impl Bpe {
     /// Ids of a `▁`-escaped piece, equal to `tokenize(text)` (the caller checked
     /// `has_meta_words`): word by word, through the per-thread cache.
     pub(crate) fn meta_text_ids(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
-        for_each_meta_word(text, |s, e| self.meta_word_ids(&text[s..e], out))
-    }
-
-    fn meta_word_ids(&self, w: &str, out: &mut Vec<u32>) -> Result<()> {
-        self.cached_ids(w.as_bytes(), out, |word, buf, out| {
-            self.merge_word(w, word, buf, false)?;
-            out.extend(word.iter().map(|(id, _, _)| id));
-            Ok(())
+        self.with_ids_table(|mut table| {
+            for_each_meta_word(text, |s, e| {
+                let w = &text[s..e];
+                self.cached_ids(table.as_deref_mut(), w.as_bytes(), out, |word, buf, out| {
+                    self.merge_word(w, word, buf, false)?;
+                    out.extend(word.iter().map(|(id, _, _)| id));
+                    Ok(())
+                })
+            })
         })
     }
 
-    /// The ids of `key` from this thread's cache, or computed by `merge` (given cleared
-    /// scratch space) and remembered.
+    /// Run `f` with this thread's id cache of this model (created on first use), or with none
+    /// when it is unavailable (a re-entrant call, or a thread being torn down).
+    fn with_ids_table(
+        &self,
+        f: impl FnOnce(Option<&mut ids_cache::IdsTable>) -> Result<()>,
+    ) -> Result<()> {
+        let mut f = Some(f);
+        let r = IDS_CACHES.try_with(|c| {
+            let mut caches = c.try_borrow_mut().ok()?;
+            let i = match caches.iter().position(|x| x.0 == self.uid) {
+                Some(i) => i,
+                None => {
+                    if caches.len() >= IDS_CACHE_MODELS {
+                        caches.remove(0);
+                    }
+                    caches.push((self.uid, ids_cache::IdsTable::default()));
+                    caches.len() - 1
+                }
+            };
+            let table = caches.get_mut(i).map(|x| &mut x.1);
+            f.take().map(|f| f(table))
+        });
+        match (r, f) {
+            (Ok(Some(r)), _) => r,
+            (_, Some(f)) => f(None),
+            (_, None) => Err(Error::other("BPE: id cache unavailable")),
+        }
+    }
+
+    /// The ids of `key` from `table`, or computed by `merge` (given cleared scratch space)
+    /// and remembered.
+    #[inline]
     fn cached_ids(
         &self,
+        mut table: Option<&mut ids_cache::IdsTable>,
         key: &[u8],
         out: &mut Vec<u32>,
-        merge: impl Fn(&mut Word, &mut String, &mut Vec<u32>) -> Result<()>,
+        merge: impl FnOnce(&mut Word, &mut String, &mut Vec<u32>) -> Result<()>,
     ) -> Result<()> {
         if key.is_empty() {
             return Ok(());
@@ -719,16 +798,10 @@ impl Bpe {
         }
         let cacheable = key.len() <= ids_cache::MAX_WORD;
         if cacheable {
-            let hit = IDS_CACHES.try_with(|c| {
-                c.try_borrow().is_ok_and(|caches| {
-                    caches
-                        .iter()
-                        .find(|x| x.0 == self.uid)
-                        .is_some_and(|x| x.1.get(key, out))
-                })
-            });
-            if hit == Ok(true) {
-                return Ok(());
+            if let Some(t) = table.as_deref_mut() {
+                if t.get(key, out) {
+                    return Ok(());
+                }
             }
         }
         let start = out.len();
@@ -737,23 +810,29 @@ impl Bpe {
             merge(word, buf, out)
         })?;
         if cacheable {
-            let ids = &out[start..];
-            let _ = IDS_CACHES.try_with(|c| {
-                let Ok(mut caches) = c.try_borrow_mut() else {
-                    return;
-                };
-                if !caches.iter().any(|x| x.0 == self.uid) {
-                    if caches.len() >= IDS_CACHE_MODELS {
-                        caches.remove(0);
-                    }
-                    caches.push((self.uid, ids_cache::IdsTable::default()));
-                }
-                if let Some(x) = caches.iter_mut().find(|x| x.0 == self.uid) {
-                    x.1.insert(key, ids);
-                }
-            });
+            if let (Some(t), Some(ids)) = (table, out.get(start..)) {
+                t.insert(key, ids);
+            }
         }
         Ok(())
+    }
+}
+
+/// `Bpe::byte_level_ids` for the words of a text, with the thread's id cache held.
+pub(crate) struct ByteLevelWords<'a> {
+    bpe: &'a Bpe,
+    syms: &'a [u32; 256],
+    table: Option<&'a mut ids_cache::IdsTable>,
+}
+
+impl ByteLevelWords<'_> {
+    /// Append the ids of one word (raw bytes) to `out`.
+    #[inline]
+    pub(crate) fn ids(&mut self, raw: &[u8], out: &mut Vec<u32>) -> Result<()> {
+        let (bpe, syms) = (self.bpe, self.syms);
+        bpe.cached_ids(self.table.as_deref_mut(), raw, out, |word, buf, out| {
+            bpe.byte_level_merge(syms, raw, word, buf, out)
+        })
     }
 }
 
@@ -835,6 +914,65 @@ mod tests {
             }
         }
         Bpe::from_json(&m).unwrap()
+    }
+
+    /// With one token per id, the scan merge gives the heap merge's result, though different
+    /// pairs make the same token (`ab`+`c` and `a`+`bc`): random string-built merge tables,
+    /// shared ranks included (tiktoken order), random words.
+    #[test]
+    fn small_merge_matches_heap_merge_on_string_tables() {
+        let mut next = crate::test_rng(0x5EED_0F5C_A7E5_0001);
+        let mut shared_tables = 0;
+        for round in 0..60 {
+            let mut tokens: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+            let mut vocab: AHashMap<String, u32> = AHashMap::new();
+            for (i, t) in tokens.iter().enumerate() {
+                vocab.insert(t.clone(), i as u32);
+            }
+            let mut merges = Vec::new();
+            for _ in 0..40 {
+                let a = tokens[(next() % tokens.len() as u64) as usize].clone();
+                let b = tokens[(next() % tokens.len() as u64) as usize].clone();
+                if a.len() + b.len() > 6 || merges.contains(&(a.clone(), b.clone())) {
+                    continue;
+                }
+                let ab = format!("{a}{b}");
+                if !vocab.contains_key(&ab) {
+                    vocab.insert(ab.clone(), tokens.len() as u32);
+                    tokens.push(ab);
+                }
+                merges.push((a, b));
+            }
+            let results: std::collections::HashSet<String> =
+                merges.iter().map(|(a, b)| format!("{a}{b}")).collect();
+            shared_tables += usize::from(results.len() < merges.len());
+            let mut bpe = Bpe::build(vocab, merges, None, None).unwrap();
+            assert!(bpe.unique_ids);
+            if round % 2 == 1 {
+                bpe.rank_merges_by_result();
+            }
+            for _ in 0..200 {
+                let n = 1 + (next() % SMALL_WORD as u64) as usize;
+                let word: String = (0..n)
+                    .map(|_| ['a', 'b', 'c'][(next() % 3) as usize])
+                    .collect();
+                let (mut heap, mut small) = (Word::default(), Word::default());
+                for c in word.chars() {
+                    let id = bpe.vocab[c.encode_utf8(&mut [0; 4]) as &str];
+                    heap.push(id, 1);
+                    small.push(id, 1);
+                }
+                heap.merge_all(|a, b| bpe.lookup(a, b), None::<fn() -> bool>, |_, _, _| {});
+                small.merge_small(|a, b| bpe.lookup(a, b), |_, _, _| {});
+                assert_eq!(
+                    heap.iter().collect::<Vec<_>>(),
+                    small.iter().collect::<Vec<_>>(),
+                    "{word}"
+                );
+            }
+        }
+        // Most tables make some token from several pairs.
+        assert!(shared_tables > 15, "{shared_tables}");
     }
 
     /// Token strings and byte offsets.

@@ -2,29 +2,47 @@
 //!
 //! Words of up to 16 bytes are keys held inline as two integers, so a lookup is one
 //! multiply-shift hash and two integer compares instead of hashing and comparing a byte string.
-//! The table is open addressing with linear probing, and starts over when half full.
+//! The table is set-associative: a word has one set of four slots, each a cache line, and a
+//! compact tag array tells which slot (if any) to read.
 
 /// Longest cached word, in bytes.
 pub const MAX_WORD: usize = 16;
-const SLOTS: usize = 1 << 16;
-const MAX_ENTRIES: usize = SLOTS / 2;
+/// Ways per set: a word lives in one of the `WAYS` slots of its set.
+const WAYS: usize = 4;
+const SETS: usize = 1 << 13;
+const SET_BITS: u32 = SETS.trailing_zeros();
+/// Ids kept in the slot itself; longer results go to `overflow`.
+const INLINE: usize = 11;
+/// Overflow ids kept before the whole table starts over (rare: only words of more than
+/// `INLINE` tokens use it).
+const MAX_OVERFLOW: usize = 1 << 20;
 
-#[derive(Clone, Copy, Default)]
+/// One cache line: the key, and the ids inline (or, past `INLINE`, their offset in
+/// `overflow` in `ids[0]`).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
 struct Slot {
     k0: u64,
     k1: u64,
-    /// Key length in bytes; 0 marks an empty slot (empty words are never cached).
     len: u8,
-    /// Number of ids, stored at `ids[off..off + n]`, or in `off` itself when there is one
-    /// (most words), which saves a second cache miss.
     n: u8,
-    off: u32,
+    ids: [u32; INLINE],
 }
 
+/// The compact part of a set, checked before any slot is read: a 16-bit tag per way (0 when
+/// empty) and a hit count that decides which way a new word evicts.
+#[derive(Clone, Copy, Default)]
+struct Set {
+    tags: [u16; WAYS],
+    hits: [u8; WAYS],
+}
+
+/// Set-associative rather than cleared when full: the frequent words of a corpus larger than
+/// the table stay, and a miss reads only the small tag array.
 pub struct IdsTable {
+    sets: Vec<Set>,
     slots: Vec<Slot>,
-    ids: Vec<u32>,
-    entries: usize,
+    overflow: Vec<u32>,
 }
 
 /// The word as two integers, read with overlapping loads instead of a variable-length copy
@@ -53,19 +71,30 @@ fn key(word: &[u8]) -> (u64, u64) {
     }
 }
 
+/// (set index, tag) of a key: the set from the top bits of a multiply-shift hash, the tag
+/// from the bits below them, never 0.
 #[inline]
-fn slot_of(k0: u64, k1: u64, len: usize) -> usize {
+fn place(k0: u64, k1: u64, len: usize) -> (usize, u16) {
     let h = (k0 ^ k1.rotate_left(29) ^ (len as u64).wrapping_mul(0x9E37_79B9))
         .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (h >> 48) as usize & (SLOTS - 1)
+    let set = (h >> (64 - SET_BITS)) as usize;
+    let tag = (h >> (48 - SET_BITS)) as u16 | 1;
+    (set, tag)
 }
 
 impl Default for IdsTable {
     fn default() -> Self {
+        const EMPTY: Slot = Slot {
+            k0: 0,
+            k1: 0,
+            len: 0,
+            n: 0,
+            ids: [0; INLINE],
+        };
         IdsTable {
-            slots: vec![Slot::default(); SLOTS],
-            ids: Vec::new(),
-            entries: 0,
+            sets: vec![Set::default(); SETS],
+            slots: vec![EMPTY; SETS * WAYS],
+            overflow: Vec::new(),
         }
     }
 }
@@ -73,66 +102,88 @@ impl Default for IdsTable {
 impl IdsTable {
     /// Append the cached ids of `word` (1..=MAX_WORD bytes) to `out`; false when absent.
     #[inline]
-    pub fn get(&self, word: &[u8], out: &mut Vec<u32>) -> bool {
+    pub fn get(&mut self, word: &[u8], out: &mut Vec<u32>) -> bool {
         let (k0, k1) = key(word);
-        let mut i = slot_of(k0, k1, word.len());
-        loop {
-            let Some(s) = self.slots.get(i) else {
+        let (s, tag) = place(k0, k1, word.len());
+        let Some(set) = self.sets.get_mut(s) else {
+            return false;
+        };
+        for w in 0..WAYS {
+            if set.tags[w] != tag {
+                continue;
+            }
+            let Some(slot) = self.slots.get(s * WAYS + w) else {
                 return false;
             };
-            if s.len == 0 {
-                return false;
+            if slot.k0 != k0 || slot.k1 != k1 || usize::from(slot.len) != word.len() {
+                continue;
             }
-            if s.k0 == k0 && s.k1 == k1 && usize::from(s.len) == word.len() {
-                if s.n == 1 {
-                    out.push(s.off);
-                    return true;
+            set.hits[w] = set.hits[w].saturating_add(1);
+            if slot.n == 1 {
+                // Most words: a push, not a variable-length copy.
+                out.push(slot.ids[0]);
+                return true;
+            }
+            let n = usize::from(slot.n);
+            if let Some(ids) = slot.ids.get(..n) {
+                out.extend_from_slice(ids);
+                return true;
+            }
+            let a = slot.ids[0] as usize;
+            return match self.overflow.get(a..a + n) {
+                Some(ids) => {
+                    out.extend_from_slice(ids);
+                    true
                 }
-                let (a, n) = (s.off as usize, usize::from(s.n));
-                return match self.ids.get(a..a + n) {
-                    Some(ids) => {
-                        out.extend_from_slice(ids);
-                        true
-                    }
-                    None => false,
-                };
-            }
-            i = (i + 1) & (SLOTS - 1);
+                None => false,
+            };
         }
+        false
     }
 
-    /// Remember the ids of `word` (1..=MAX_WORD bytes, not yet present).
+    /// Remember the ids of `word` (1..=MAX_WORD bytes, not yet present), evicting the least
+    /// hit word of its set when the set is full.
     pub fn insert(&mut self, word: &[u8], ids: &[u32]) {
         if word.is_empty() || word.len() > MAX_WORD || ids.len() > usize::from(u8::MAX) {
             return;
         }
-        if self.entries >= MAX_ENTRIES || self.ids.len() > u32::MAX as usize / 2 {
-            self.slots.fill(Slot::default());
-            self.ids.clear();
-            self.entries = 0;
+        if ids.len() > INLINE && self.overflow.len() + ids.len() > MAX_OVERFLOW {
+            self.sets.fill(Set::default());
+            self.overflow.clear();
         }
         let (k0, k1) = key(word);
-        let mut i = slot_of(k0, k1, word.len());
-        while self.slots.get(i).is_some_and(|s| s.len != 0) {
-            i = (i + 1) & (SLOTS - 1);
-        }
-        if let Some(s) = self.slots.get_mut(i) {
-            let off = match ids {
-                [one] => *one,
-                _ => {
-                    let off = self.ids.len() as u32;
-                    self.ids.extend_from_slice(ids);
-                    off
+        let (s, tag) = place(k0, k1, word.len());
+        let Some(set) = self.sets.get_mut(s) else {
+            return;
+        };
+        let w = match set.tags.iter().position(|&t| t == 0) {
+            Some(w) => w,
+            None => {
+                // Age the set so that words hit long ago give way in time.
+                let mut w = 0;
+                for i in 0..WAYS {
+                    if set.hits[i] < set.hits[w] {
+                        w = i;
+                    }
+                    set.hits[i] /= 2;
                 }
-            };
-            *s = Slot {
-                k0,
-                k1,
-                len: word.len() as u8,
-                n: ids.len() as u8,
-                off,
-            };
-            self.entries += 1;
+                w
+            }
+        };
+        let Some(slot) = self.slots.get_mut(s * WAYS + w) else {
+            return;
+        };
+        set.tags[w] = tag;
+        set.hits[w] = 0;
+        slot.k0 = k0;
+        slot.k1 = k1;
+        slot.len = word.len() as u8;
+        slot.n = ids.len() as u8;
+        if let Some(inline) = slot.ids.get_mut(..ids.len()) {
+            inline.copy_from_slice(ids);
+        } else {
+            slot.ids[0] = self.overflow.len() as u32;
+            self.overflow.extend_from_slice(ids);
         }
     }
 }
@@ -188,38 +239,107 @@ mod tests {
         }
         let mut seen: HashMap<(usize, u64, u64), &[u8]> = HashMap::new();
         let mut t = IdsTable::default();
+        // What the table must give for each word: the ids of its latest insertion (a word
+        // evicted and met again is inserted again).
+        let mut expect: HashMap<&[u8], Vec<u32>> = HashMap::new();
         for (i, w) in all.iter().enumerate() {
             let (k0, k1) = key(w);
             if let Some(prev) = seen.insert((w.len(), k0, k1), w) {
                 assert_eq!(prev, &w[..], "two words share a key");
             }
             let mut out = Vec::new();
-            if !t.get(w, &mut out) {
-                t.insert(w, &[i as u32, (i % 3) as u32][..1 + i % 2]);
+            if t.get(w, &mut out) {
+                assert_eq!(out, expect[&w[..]]);
+            } else {
+                let ids = [i as u32, (i % 3) as u32][..1 + i % 2].to_vec();
+                t.insert(w, &ids);
+                expect.insert(w, ids);
             }
         }
-        let mut first_at: HashMap<&[u8], usize> = HashMap::new();
-        for (i, w) in all.iter().enumerate() {
-            first_at.entry(w).or_insert(i);
-        }
+        // Sets that overflowed evicted some words; those still present must be intact.
+        let mut present = 0;
         for w in &all {
             let mut out = Vec::new();
-            assert!(t.get(w, &mut out));
-            let first = first_at[&w[..]];
-            assert_eq!(out, [first as u32, (first % 3) as u32][..1 + first % 2]);
+            if t.get(w, &mut out) {
+                present += 1;
+                assert_eq!(out, expect[&w[..]]);
+            }
+        }
+        assert!(present * 10 > all.len() * 9, "{present} of {}", all.len());
+    }
+
+    /// Words with the same set and tag are told apart by their full keys: pairs found by
+    /// search (same first 8 bytes, so only `k1` differs, or different lengths).
+    #[test]
+    fn colliding_tags_compare_whole_keys() {
+        use std::collections::HashMap;
+        let mut by_place: HashMap<(usize, u16), Vec<u8>> = HashMap::new();
+        let mut pairs = Vec::new();
+        let mut next = crate::test_rng(0x9E37_79B9_7F4A_7C15);
+        for _ in 0..200_000u32 {
+            let r = next();
+            let len = 9 + (r % 8) as usize;
+            let tail = next().to_le_bytes();
+            let mut w = b"prefix__".to_vec();
+            w.extend(tail.iter().map(|b| b'a' + b % 26).take(len - 8));
+            let (k0, k1) = key(&w);
+            match by_place.entry(place(k0, k1, w.len())) {
+                std::collections::hash_map::Entry::Occupied(o) => {
+                    if *o.get() != w {
+                        pairs.push((o.get().clone(), w));
+                    }
+                }
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(w);
+                }
+            }
+        }
+        assert!(pairs.len() >= 5, "only {} colliding pairs", pairs.len());
+        for (a, b) in &pairs {
+            let mut t = IdsTable::default();
+            t.insert(a, &[1]);
+            let mut out = Vec::new();
+            assert!(!t.get(b, &mut out), "{b:?} found as {a:?}");
+            t.insert(b, &[2, 3]);
+            assert!(t.get(a, &mut out) && t.get(b, &mut out));
+            assert_eq!(out, [1, 2, 3]);
         }
     }
 
+    /// A corpus larger than the table: a word hit often survives a stream of one-off words
+    /// through its set, and words with more ids than fit inline come back intact.
     #[test]
-    fn starts_over_when_full() {
+    fn frequent_words_survive_eviction() {
         let mut t = IdsTable::default();
-        for i in 0..(MAX_ENTRIES as u32 + 10) {
-            t.insert(&i.to_le_bytes(), &[i]);
-        }
+        let long: Vec<u32> = (100..100 + INLINE as u32 + 3).collect();
+        t.insert(b"frequent", &[7, 8]);
+        t.insert(b"many ids here", &long);
         let mut out = Vec::new();
-        let last = MAX_ENTRIES as u32 + 9;
-        assert!(t.get(&last.to_le_bytes(), &mut out));
-        assert!(!t.get(&0u32.to_le_bytes(), &mut out));
-        assert_eq!(out, [last]);
+        for i in 0..(4 * SETS * WAYS) as u32 {
+            if i % 64 == 0 {
+                assert!(t.get(b"frequent", &mut out));
+            }
+            let w = format!("w{i}");
+            if !t.get(w.as_bytes(), &mut out) {
+                t.insert(w.as_bytes(), &[i]);
+            }
+        }
+        out.clear();
+        assert!(t.get(b"frequent", &mut out));
+        assert_eq!(out, [7, 8]);
+        let last = format!("w{}", 4 * SETS * WAYS - 1);
+        out.clear();
+        assert!(t.get(last.as_bytes(), &mut out));
+        assert_eq!(out, [(4 * SETS * WAYS - 1) as u32]);
+        // The long entry may have been evicted; when present it must be whole.
+        out.clear();
+        if t.get(b"many ids here", &mut out) {
+            assert_eq!(out, long);
+        }
+        let mut fresh = IdsTable::default();
+        fresh.insert(b"many ids here", &long);
+        out.clear();
+        assert!(fresh.get(b"many ids here", &mut out));
+        assert_eq!(out, long);
     }
 }
