@@ -566,18 +566,24 @@ impl BertFlags {
                     w = i;
                 }
                 _ => {
-                    let end = bytes[i..]
-                        .iter()
-                        .position(|&b| is_ascii_ws(b))
-                        .map_or(bytes.len(), |p| i + p);
+                    // The chunk runs from `w` to the next ASCII whitespace; `chunk_ids` finds
+                    // its end as it goes, and only a chunk it declines is scanned for it.
                     // `w` and `end` are at ASCII bytes or the ends: char boundaries.
-                    if let Some(chunk) = segment.get(w..end) {
-                        if !self.chunk_ids(chunk, s, wp, cache, out)? {
-                            self.chunk(chunk, w, s, false, &mut |_, word: &str| {
-                                wp.cached_word_ids(cache, word.as_bytes(), out)
-                            })?;
+                    let end = match self.chunk_ids(segment, w, s, wp, cache, out)? {
+                        Some(end) => end,
+                        None => {
+                            let end = bytes[i..]
+                                .iter()
+                                .position(|&b| is_ascii_ws(b))
+                                .map_or(bytes.len(), |p| i + p);
+                            if let Some(chunk) = segment.get(w..end) {
+                                self.chunk(chunk, w, s, false, &mut |_, word: &str| {
+                                    wp.cached_word_ids(cache, word.as_bytes(), out)
+                                })?;
+                            }
+                            end
                         }
-                    }
+                    };
                     i = end;
                     w = end;
                 }
@@ -715,6 +721,12 @@ impl BertFlags {
                 None => E_COMPLEX,
                 Some((_, 0)) => E_REMOVED,
                 Some((ops, 1)) => ops[0],
+                // A character that is a word of its own (a CJK ideograph with its two
+                // spaces): `apply_op` does the same for `PUNCT x` (end the word, then `x`
+                // alone) as for `BREAK, CHAR x, BREAK` or `BREAK, PUNCT x, BREAK`.
+                Some(([OP_BREAK, x, OP_BREAK, _], 3)) if x & 0xFF00_0000 <= OP_PUNCT => {
+                    OP_PUNCT | (x & 0xFF_FFFF)
+                }
                 Some((ops, n)) => {
                     b.multi.push(ops);
                     E_MULTI | ((b.multi.len() - 1) as u32) << 3 | n as u32
@@ -724,16 +736,20 @@ impl BertFlags {
         b
     }
 
-    /// The ids of a chunk through the per-character maps; false (with nothing appended) when
+    /// The ids of the chunk of `text` from `from` to the next ASCII whitespace (or the end),
+    /// through the per-character maps, and where it ends; `None` (with nothing appended) when
     /// the chunk must take the general walk instead.
     fn chunk_ids(
         &self,
-        chunk: &str,
+        text: &str,
+        from: usize,
         s: &mut Scratch,
         wp: &WordPiece,
         cache: &mut WordCache,
         out: &mut Vec<u32>,
-    ) -> PwResult<bool> {
+    ) -> PwResult<Option<usize>> {
+        let rest = text.get(from..).unwrap_or_default();
+        let mut end = text.len();
         let base = out.len();
         let fi = self.index() * 256;
         if s.blocks.len() < 16 * 256 {
@@ -741,11 +757,16 @@ impl BertFlags {
         }
         let word = &mut s.word;
         word.clear();
-        for c in chunk.chars() {
+        for (k, c) in rest.char_indices() {
+            if c.is_ascii() && is_ascii_ws(c as u8) {
+                end = from + k;
+                break;
+            }
             let cp = c as u32;
             let (e, block) = if cp < 0x1_0000 {
                 let Some(slot) = s.blocks.get_mut(fi + (cp >> 8) as usize) else {
-                    return Ok(false);
+                    out.truncate(base);
+                    return Ok(None);
                 };
                 let b = slot.get_or_insert_with(|| Box::new(self.char_block(cp >> 8)));
                 (b.map[(cp & 0xff) as usize], Some(&**b))
@@ -764,7 +785,7 @@ impl BertFlags {
                 E_REMOVED => {}
                 E_COMPLEX => {
                     out.truncate(base);
-                    return Ok(false);
+                    return Ok(None);
                 }
                 e if e >= E_MULTI => {
                     let (i, n) = (((e & 0xFF_FFFF) >> 3) as usize, (e & 7) as usize);
@@ -777,7 +798,7 @@ impl BertFlags {
             }
         }
         flush_word(word, wp, cache, out)?;
-        Ok(true)
+        Ok(Some(end))
     }
 }
 
@@ -822,15 +843,20 @@ fn apply_op(
 
 thread_local! {
     /// Scratch buffers kept per thread, so a call allocates nothing once they have grown.
-    static SCRATCH: std::cell::Cell<Scratch> = std::cell::Cell::default();
+    /// Boxed so taking them out and putting them back moves one pointer.
+    static SCRATCH: std::cell::Cell<Option<Box<Scratch>>> = const { std::cell::Cell::new(None) };
 }
 
 /// Run `f` with this thread's scratch buffers: taken out for the call (a nested call finds
-/// empty ones) and put back after.
+/// none and uses fresh ones) and put back after.
 pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
-    let mut s = SCRATCH.try_with(std::cell::Cell::take).unwrap_or_default();
+    let mut s = SCRATCH
+        .try_with(std::cell::Cell::take)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     let r = f(&mut s);
-    let _ = SCRATCH.try_with(|c| c.set(s));
+    let _ = SCRATCH.try_with(|c| c.set(Some(s)));
     r
 }
 
@@ -1378,7 +1404,22 @@ mod tests {
                         op => Some(vec![op]),
                     };
                     let want = f.char_ops(c).map(|(ops, n)| ops[..n].to_vec());
-                    assert_eq!(got, want, "{f:?} {c:?}");
+                    // Compared by what `apply_op` does with them: `None` ends the word, `Some`
+                    // adds a character; ending an already ended word does nothing.
+                    let effect = |ops: Vec<u32>| {
+                        let mut ev: Vec<Option<u32>> = Vec::new();
+                        for op in ops {
+                            let c = op & 0xFF_FFFF;
+                            match op & 0xFF00_0000 {
+                                OP_CHAR => ev.push(Some(c)),
+                                OP_PUNCT => ev.extend([None, Some(c), None]),
+                                _ => ev.push(None),
+                            }
+                        }
+                        ev.dedup_by(|a, b| a.is_none() && b.is_none());
+                        ev
+                    };
+                    assert_eq!(got.map(effect), want.map(effect), "{f:?} {c:?}");
                 }
             }
         }

@@ -341,11 +341,16 @@ impl PyTokenizer {
         text: &Bound<'_, PyString>,
         add_special_tokens: bool,
     ) -> PyResult<Vec<u32>> {
-        let text = text.to_cow()?.into_owned();
+        // The UTF-8 bytes Python makes are read in place (this build's stable ABI has no
+        // borrowed UTF-8 view; `to_cow` would copy them once more). They are immutable and
+        // held here, so the GIL can still be released around the encode.
+        let utf8 = text.encode_utf8()?;
+        let text = std::str::from_utf8(utf8.as_bytes())
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
         let tok = self.snapshot();
         py.detach(|| {
             let mut out = Vec::new();
-            tok.encode_ids(&text, add_special_tokens, &mut out)
+            tok.encode_ids(text, add_special_tokens, &mut out)
                 .map(|()| out)
         })
         .map_err(to_py_err)

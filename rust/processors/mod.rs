@@ -27,6 +27,10 @@ pub trait PostProcessor: Send + Sync {
     fn single_ids(&self, _ids: &[u32], _add_special_tokens: bool) -> Option<Vec<u32>> {
         None
     }
+    /// Whether `single_ids` gives back every `ids` as it is (so a caller may skip it).
+    fn single_ids_unchanged(&self, _add_special_tokens: bool) -> bool {
+        false
+    }
 }
 
 /// What the reference does when there is no post-processor: a single input is returned as it
@@ -246,6 +250,18 @@ impl Processor {
 impl PostProcessor for Processor {
     fn added_tokens(&self, is_pair: bool) -> usize {
         Processor::added_tokens(self, is_pair)
+    }
+
+    fn single_ids_unchanged(&self, add_special_tokens: bool) -> bool {
+        // Mirrors `single_ids` arm by arm.
+        match self {
+            Processor::Bert(_) | Processor::Roberta(_) => !add_special_tokens,
+            Processor::ByteLevel(_) => true,
+            Processor::Template(t) => t.single_ids_unchanged(add_special_tokens),
+            Processor::Sequence(list) => list
+                .iter()
+                .all(|p| PostProcessor::single_ids_unchanged(p, add_special_tokens)),
+        }
     }
 
     fn single_ids(&self, ids: &[u32], add_special_tokens: bool) -> Option<Vec<u32>> {

@@ -42,13 +42,46 @@ fn ascii_lower(x: u64) -> u64 {
     x | (upper >> 2)
 }
 
+/// Eight bytes of `s` from `at`, little-endian.
+#[inline]
+fn load8(s: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(s.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// Four bytes of `s` from `at`, little-endian.
+#[inline]
+fn load4(s: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(s.get(at..at + 4)?.try_into().ok()?))
+}
+
 impl WordKey {
     /// The key of `word`, if it has 1..=`MAX_WORD` bytes.
+    ///
+    /// Built from two overlapping loads (no variable-length copy, which costs a call and a
+    /// store-forwarding stall): the bytes both loads cover are the same bytes of `word` at the
+    /// same positions, so OR-ing the loads gives the word exactly.
     #[inline]
     pub(crate) fn of(word: &[u8]) -> Option<WordKey> {
-        let mut buf = [0u8; MAX_WORD];
-        buf.get_mut(..word.len())?.copy_from_slice(word);
-        WordKey::from_buf(buf, word.len())
+        let len = word.len();
+        let (k0, k1) = match len {
+            9..=MAX_WORD => (load8(word, 0)?, load8(word, len - 8)? >> (8 * (16 - len))),
+            8 => (load8(word, 0)?, 0),
+            4..=7 => {
+                let lo = u64::from(load4(word, 0)?);
+                let hi = u64::from(load4(word, len - 4)?);
+                (lo | hi << (8 * (len - 4)), 0)
+            }
+            1..=3 => {
+                let b = |i: usize| word.get(i).map_or(0, |&b| u64::from(b));
+                (b(0) | b(1) << 8 | b(2) << 16, 0)
+            }
+            _ => return None,
+        };
+        Some(WordKey {
+            k0,
+            k1,
+            len: len as u8,
+        })
     }
 
     /// The key of `text[start..end]` (1..=`MAX_WORD` bytes), ASCII-lowercased when asked.
@@ -195,6 +228,28 @@ pub(crate) fn cache_for(caches: &mut Vec<(u64, WordCache)>, uid: u64) -> &mut Wo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `of` (overlapping loads) against the plain zero-padded copy, every length and offset.
+    #[test]
+    fn key_of_equals_zero_padded_copy() {
+        let mut rng = crate::test_rng(7);
+        let text: Vec<u8> = (0..200).map(|_| (rng() % 255 + 1) as u8).collect();
+        for start in 0..40 {
+            for len in 0..=MAX_WORD + 2 {
+                let word = &text[start..start + len];
+                let want = (1..=MAX_WORD).contains(&len).then(|| {
+                    let mut buf = [0u8; MAX_WORD];
+                    buf[..len].copy_from_slice(word);
+                    WordKey::from_buf(buf, len).unwrap()
+                });
+                assert_eq!(WordKey::of(word), want, "{start} {len}");
+                if let Some(k) = want {
+                    let (b, n) = k.bytes();
+                    assert_eq!(&b[..n], word);
+                }
+            }
+        }
+    }
 
     #[test]
     fn ascii_lower_equals_per_byte_lowercase() {
