@@ -538,13 +538,26 @@ impl BertFlags {
         let bytes = segment.as_bytes();
         let lowercase = self.lowercase;
         // An ASCII word `bytes[a..b]` (lowercased when asked) through the cache.
-        let word =
-            |a: usize, b: usize, s: &mut Scratch, cache: &mut WordCache, out: &mut Vec<u32>| {
-                match WordKey::in_text(bytes, a, b, lowercase) {
-                    Some(key) => wp.key_ids(cache, &key, out),
-                    None => ascii_word_ids(&bytes[a..b], lowercase, wp, &mut s.word, out),
+        let word = |a: usize,
+                    b: usize,
+                    s: &mut Scratch,
+                    cache: &mut WordCache,
+                    out: &mut Vec<u32>| {
+            if b == a + 1 {
+                let c =
+                    bytes
+                        .get(a)
+                        .map_or(0, |&c| if lowercase { c.to_ascii_lowercase() } else { c });
+                if let Some(id) = wp.ascii_byte_id(c) {
+                    out.push(id);
+                    return Ok(());
                 }
-            };
+            }
+            match WordKey::in_text(bytes, a, b, lowercase) {
+                Some(key) => wp.key_ids(cache, &key, out),
+                None => ascii_word_ids(&bytes[a..b], lowercase, wp, &mut s.word, out),
+            }
+        };
         // The current word starts at `w`; `i` is the byte being classified.
         let (mut w, mut i) = (0, 0);
         while let Some(&b) = bytes.get(i) {
@@ -834,6 +847,10 @@ fn apply_op(
         }
         OP_PUNCT => {
             flush_word(word, wp, cache, out)?;
+            if let Some(id) = u8::try_from(ch).ok().and_then(|b| wp.ascii_byte_id(b)) {
+                out.push(id);
+                return Ok(());
+            }
             let mut buf = [0u8; 4];
             wp.cached_word_ids(cache, ch.encode_utf8(&mut buf).as_bytes(), out)
         }
