@@ -266,10 +266,10 @@ pub(crate) struct Scratch {
     chars: Vec<char>,
     /// Per char of `chars`, its original byte range (only when offsets are asked for).
     char_align: Vec<(usize, usize)>,
-    /// The ids path's character maps, built per 256-character block of the BMP on first use,
-    /// indexed by `BertFlags::index() * 256 + block`. Per thread (in the scratch space), so
-    /// no lock is taken and nothing is shared across `fork`.
-    blocks: Vec<Option<Box<CharBlock>>>,
+    /// The ids path's character maps of the BMP, one per flag combination (indexed by
+    /// `BertFlags::index()`), filled a 256-character block at a time on first use. Per thread
+    /// (in the scratch space), so no lock is taken and nothing is shared across `fork`.
+    maps: Vec<Option<Box<CharMap>>>,
     /// The ids path's word caches, one per WordPiece model (see `WordPiece::cache_in`).
     caches: Vec<(u64, WordCache)>,
 }
@@ -538,26 +538,23 @@ impl BertFlags {
         let bytes = segment.as_bytes();
         let lowercase = self.lowercase;
         // An ASCII word `bytes[a..b]` (lowercased when asked) through the cache.
-        let word = |a: usize,
-                    b: usize,
-                    s: &mut Scratch,
-                    cache: &mut WordCache,
-                    out: &mut Vec<u32>| {
-            if b == a + 1 {
-                let c =
-                    bytes
-                        .get(a)
-                        .map_or(0, |&c| if lowercase { c.to_ascii_lowercase() } else { c });
-                if let Some(id) = wp.ascii_byte_id(c) {
-                    out.push(id);
-                    return Ok(());
+        let word =
+            |a: usize, b: usize, s: &mut Scratch, cache: &mut WordCache, out: &mut Vec<u32>| {
+                if b == a + 1 {
+                    let c =
+                        bytes
+                            .get(a)
+                            .map_or(0, |&c| if lowercase { c.to_ascii_lowercase() } else { c });
+                    if let Some(id) = wp.ascii_byte_id(c) {
+                        out.push(id);
+                        return Ok(());
+                    }
                 }
-            }
-            match WordKey::in_text(bytes, a, b, lowercase) {
-                Some(key) => wp.key_ids(cache, &key, out),
-                None => ascii_word_ids(&bytes[a..b], lowercase, wp, &mut s.word, out),
-            }
-        };
+                match WordKey::in_text(bytes, a, b, lowercase) {
+                    Some(key) => wp.key_ids(cache, &key, out),
+                    None => ascii_word_ids(&bytes[a..b], lowercase, wp, &mut s.word, out),
+                }
+            };
         // The current word starts at `w`; `i` is the byte being classified.
         let (mut w, mut i) = (0, 0);
         while let Some(&b) = bytes.get(i) {
@@ -620,7 +617,57 @@ const OP_BREAK: u32 = 2 << 24;
 const E_MULTI: u32 = 3 << 24;
 const E_REMOVED: u32 = 0xFF00_0000;
 const E_COMPLEX: u32 = 0xFE00_0000;
+/// A `CharMap` entry whose block is not built yet.
+const E_UNBUILT: u32 = 0xFD00_0000;
 const MAX_OPS: usize = 4;
+
+/// The mapping of every BMP character in one flat table (one load per character, where a
+/// table of blocks would chase a pointer first), built block by block from `char_block`.
+pub(crate) struct CharMap {
+    map: Vec<u32>,
+    /// The `E_MULTI` entries' ops, all blocks' lists one after the other.
+    multi: Vec<[u32; MAX_OPS]>,
+}
+
+impl CharMap {
+    fn new() -> CharMap {
+        CharMap {
+            map: vec![E_UNBUILT; 1 << 16],
+            multi: Vec::new(),
+        }
+    }
+
+    /// The entry of the BMP character `cp`, building its block first when needed.
+    #[inline]
+    fn entry(&mut self, flags: &BertFlags, cp: u32) -> u32 {
+        let e = self.map.get(cp as usize).copied().unwrap_or(E_COMPLEX);
+        if e != E_UNBUILT {
+            return e;
+        }
+        self.build(flags, cp >> 8);
+        self.map.get(cp as usize).copied().unwrap_or(E_COMPLEX)
+    }
+
+    /// Copy `char_block(block)` in, its `multi` indices moved past the lists already here.
+    #[cold]
+    #[inline(never)]
+    fn build(&mut self, flags: &BertFlags, block: u32) {
+        let b = flags.char_block(block);
+        let off = self.multi.len() as u32;
+        let start = (block as usize) << 8;
+        let Some(dst) = self.map.get_mut(start..start + 256) else {
+            return;
+        };
+        for (d, &e) in dst.iter_mut().zip(&b.map) {
+            *d = if e >> 24 == E_MULTI >> 24 {
+                E_MULTI | (((e & 0xFF_FFFF) >> 3) + off) << 3 | (e & 7)
+            } else {
+                e
+            };
+        }
+        self.multi.extend_from_slice(&b.multi);
+    }
+}
 
 /// The mapping of the BMP characters `block * 256 ..` (see `BertFlags::char_ops`).
 pub(crate) struct CharBlock {
@@ -764,10 +811,13 @@ impl BertFlags {
         let rest = text.get(from..).unwrap_or_default();
         let mut end = text.len();
         let base = out.len();
-        let fi = self.index() * 256;
-        if s.blocks.len() < 16 * 256 {
-            s.blocks.resize_with(16 * 256, || None);
+        if s.maps.len() < 16 {
+            s.maps.resize_with(16, || None);
         }
+        let Some(slot) = s.maps.get_mut(self.index()) else {
+            return Ok(None);
+        };
+        let cm = slot.get_or_insert_with(|| Box::new(CharMap::new()));
         let word = &mut s.word;
         word.clear();
         for (k, c) in rest.char_indices() {
@@ -776,16 +826,11 @@ impl BertFlags {
                 break;
             }
             let cp = c as u32;
-            let (e, block) = if cp < 0x1_0000 {
-                let Some(slot) = s.blocks.get_mut(fi + (cp >> 8) as usize) else {
-                    out.truncate(base);
-                    return Ok(None);
-                };
-                let b = slot.get_or_insert_with(|| Box::new(self.char_block(cp >> 8)));
-                (b.map[(cp & 0xff) as usize], Some(&**b))
+            let e = if cp < 0x1_0000 {
+                cm.entry(self, cp)
             } else {
                 match self.char_ops(c) {
-                    None => (E_COMPLEX, None),
+                    None => E_COMPLEX,
                     Some((ops, n)) => {
                         for &op in ops.get(..n).unwrap_or_default() {
                             apply_op(op, word, wp, cache, out)?;
@@ -802,7 +847,7 @@ impl BertFlags {
                 }
                 e if e >= E_MULTI => {
                     let (i, n) = (((e & 0xFF_FFFF) >> 3) as usize, (e & 7) as usize);
-                    let ops = block.and_then(|b| b.multi.get(i)).and_then(|o| o.get(..n));
+                    let ops = cm.multi.get(i).and_then(|o| o.get(..n));
                     for &op in ops.unwrap_or_default() {
                         apply_op(op, word, wp, cache, out)?;
                     }
@@ -1437,6 +1482,35 @@ mod tests {
                         ev
                     };
                     assert_eq!(got.map(effect), want.map(effect), "{f:?} {c:?}");
+                }
+            }
+        }
+    }
+
+    /// The flat map, its blocks built in a scrambled order, resolves every BMP character to
+    /// the ops of `char_block`.
+    #[test]
+    fn flat_char_map_equals_char_blocks() {
+        let ops_of = |e: u32, multi: &[[u32; MAX_OPS]]| -> Option<Vec<u32>> {
+            match e {
+                E_COMPLEX => None,
+                E_REMOVED => Some(Vec::new()),
+                e if e >> 24 == E_MULTI >> 24 => {
+                    let (i, n) = (((e & 0xFF_FFFF) >> 3) as usize, (e & 7) as usize);
+                    Some(multi[i][..n].to_vec())
+                }
+                op => Some(vec![op]),
+            }
+        };
+        for f in all_flags() {
+            let mut m = CharMap::new();
+            for k in 0..256u32 {
+                let block = (k * 97 + 13) % 256;
+                let b = f.char_block(block);
+                for lo in 0..256u32 {
+                    let cp = block << 8 | lo;
+                    let got = ops_of(m.entry(&f, cp), &m.multi);
+                    assert_eq!(got, ops_of(b.map[lo as usize], &b.multi), "{f:?} {cp:x}");
                 }
             }
         }
