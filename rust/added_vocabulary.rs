@@ -228,6 +228,17 @@ impl AddedVocabulary {
         self.find_matches(text, &self.raw)
     }
 
+    /// Whether `raw_segments(text)` is the one segment `(None, (0, text.len()))`: a non-empty
+    /// text where no non-normalized added token occurs (`find_matches` keeps only matches).
+    pub fn raw_matches_none(&self, text: &str) -> bool {
+        !text.is_empty()
+            && self
+                .raw
+                .ac
+                .as_ref()
+                .is_none_or(|ac| ac.find(text).is_none())
+    }
+
     /// Like `raw_segments`, then the text between is cut at normalized added tokens too: what
     /// `extract_and_normalize` does when there is no normalizer (normalized text = raw text).
     pub fn identity_segments(&self, text: &str) -> Vec<(Option<u32>, (usize, usize))> {

@@ -266,10 +266,10 @@ pub(crate) struct Scratch {
     chars: Vec<char>,
     /// Per char of `chars`, its original byte range (only when offsets are asked for).
     char_align: Vec<(usize, usize)>,
-    /// The ids path's character maps, built per 256-character block of the BMP on first use,
-    /// indexed by `BertFlags::index() * 256 + block`. Per thread (in the scratch space), so
-    /// no lock is taken and nothing is shared across `fork`.
-    blocks: Vec<Option<Box<CharBlock>>>,
+    /// The ids path's character maps of the BMP, one per flag combination (indexed by
+    /// `BertFlags::index()`), filled a 256-character block at a time on first use. Per thread
+    /// (in the scratch space), so no lock is taken and nothing is shared across `fork`.
+    maps: Vec<Option<Box<CharMap>>>,
     /// The ids path's word caches, one per WordPiece model (see `WordPiece::cache_in`).
     caches: Vec<(u64, WordCache)>,
 }
@@ -540,6 +540,16 @@ impl BertFlags {
         // An ASCII word `bytes[a..b]` (lowercased when asked) through the cache.
         let word =
             |a: usize, b: usize, s: &mut Scratch, cache: &mut WordCache, out: &mut Vec<u32>| {
+                if b == a + 1 {
+                    let c =
+                        bytes
+                            .get(a)
+                            .map_or(0, |&c| if lowercase { c.to_ascii_lowercase() } else { c });
+                    if let Some(id) = wp.ascii_byte_id(c) {
+                        out.push(id);
+                        return Ok(());
+                    }
+                }
                 match WordKey::in_text(bytes, a, b, lowercase) {
                     Some(key) => wp.key_ids(cache, &key, out),
                     None => ascii_word_ids(&bytes[a..b], lowercase, wp, &mut s.word, out),
@@ -566,18 +576,24 @@ impl BertFlags {
                     w = i;
                 }
                 _ => {
-                    let end = bytes[i..]
-                        .iter()
-                        .position(|&b| is_ascii_ws(b))
-                        .map_or(bytes.len(), |p| i + p);
+                    // The chunk runs from `w` to the next ASCII whitespace; `chunk_ids` finds
+                    // its end as it goes, and only a chunk it declines is scanned for it.
                     // `w` and `end` are at ASCII bytes or the ends: char boundaries.
-                    if let Some(chunk) = segment.get(w..end) {
-                        if !self.chunk_ids(chunk, s, wp, cache, out)? {
-                            self.chunk(chunk, w, s, false, &mut |_, word: &str| {
-                                wp.cached_word_ids(cache, word.as_bytes(), out)
-                            })?;
+                    let end = match self.chunk_ids(segment, w, s, wp, cache, out)? {
+                        Some(end) => end,
+                        None => {
+                            let end = bytes[i..]
+                                .iter()
+                                .position(|&b| is_ascii_ws(b))
+                                .map_or(bytes.len(), |p| i + p);
+                            if let Some(chunk) = segment.get(w..end) {
+                                self.chunk(chunk, w, s, false, &mut |_, word: &str| {
+                                    wp.cached_word_ids(cache, word.as_bytes(), out)
+                                })?;
+                            }
+                            end
                         }
-                    }
+                    };
                     i = end;
                     w = end;
                 }
@@ -601,7 +617,57 @@ const OP_BREAK: u32 = 2 << 24;
 const E_MULTI: u32 = 3 << 24;
 const E_REMOVED: u32 = 0xFF00_0000;
 const E_COMPLEX: u32 = 0xFE00_0000;
+/// A `CharMap` entry whose block is not built yet.
+const E_UNBUILT: u32 = 0xFD00_0000;
 const MAX_OPS: usize = 4;
+
+/// The mapping of every BMP character in one flat table (one load per character, where a
+/// table of blocks would chase a pointer first), built block by block from `char_block`.
+pub(crate) struct CharMap {
+    map: Vec<u32>,
+    /// The `E_MULTI` entries' ops, all blocks' lists one after the other.
+    multi: Vec<[u32; MAX_OPS]>,
+}
+
+impl CharMap {
+    fn new() -> CharMap {
+        CharMap {
+            map: vec![E_UNBUILT; 1 << 16],
+            multi: Vec::new(),
+        }
+    }
+
+    /// The entry of the BMP character `cp`, building its block first when needed.
+    #[inline]
+    fn entry(&mut self, flags: &BertFlags, cp: u32) -> u32 {
+        let e = self.map.get(cp as usize).copied().unwrap_or(E_COMPLEX);
+        if e != E_UNBUILT {
+            return e;
+        }
+        self.build(flags, cp >> 8);
+        self.map.get(cp as usize).copied().unwrap_or(E_COMPLEX)
+    }
+
+    /// Copy `char_block(block)` in, its `multi` indices moved past the lists already here.
+    #[cold]
+    #[inline(never)]
+    fn build(&mut self, flags: &BertFlags, block: u32) {
+        let b = flags.char_block(block);
+        let off = self.multi.len() as u32;
+        let start = (block as usize) << 8;
+        let Some(dst) = self.map.get_mut(start..start + 256) else {
+            return;
+        };
+        for (d, &e) in dst.iter_mut().zip(&b.map) {
+            *d = if e >> 24 == E_MULTI >> 24 {
+                E_MULTI | (((e & 0xFF_FFFF) >> 3) + off) << 3 | (e & 7)
+            } else {
+                e
+            };
+        }
+        self.multi.extend_from_slice(&b.multi);
+    }
+}
 
 /// The mapping of the BMP characters `block * 256 ..` (see `BertFlags::char_ops`).
 pub(crate) struct CharBlock {
@@ -715,6 +781,12 @@ impl BertFlags {
                 None => E_COMPLEX,
                 Some((_, 0)) => E_REMOVED,
                 Some((ops, 1)) => ops[0],
+                // A character that is a word of its own (a CJK ideograph with its two
+                // spaces): `apply_op` does the same for `PUNCT x` (end the word, then `x`
+                // alone) as for `BREAK, CHAR x, BREAK` or `BREAK, PUNCT x, BREAK`.
+                Some(([OP_BREAK, x, OP_BREAK, _], 3)) if x & 0xFF00_0000 <= OP_PUNCT => {
+                    OP_PUNCT | (x & 0xFF_FFFF)
+                }
                 Some((ops, n)) => {
                     b.multi.push(ops);
                     E_MULTI | ((b.multi.len() - 1) as u32) << 3 | n as u32
@@ -724,34 +796,41 @@ impl BertFlags {
         b
     }
 
-    /// The ids of a chunk through the per-character maps; false (with nothing appended) when
+    /// The ids of the chunk of `text` from `from` to the next ASCII whitespace (or the end),
+    /// through the per-character maps, and where it ends; `None` (with nothing appended) when
     /// the chunk must take the general walk instead.
     fn chunk_ids(
         &self,
-        chunk: &str,
+        text: &str,
+        from: usize,
         s: &mut Scratch,
         wp: &WordPiece,
         cache: &mut WordCache,
         out: &mut Vec<u32>,
-    ) -> PwResult<bool> {
+    ) -> PwResult<Option<usize>> {
+        let rest = text.get(from..).unwrap_or_default();
+        let mut end = text.len();
         let base = out.len();
-        let fi = self.index() * 256;
-        if s.blocks.len() < 16 * 256 {
-            s.blocks.resize_with(16 * 256, || None);
+        if s.maps.len() < 16 {
+            s.maps.resize_with(16, || None);
         }
+        let Some(slot) = s.maps.get_mut(self.index()) else {
+            return Ok(None);
+        };
+        let cm = slot.get_or_insert_with(|| Box::new(CharMap::new()));
         let word = &mut s.word;
         word.clear();
-        for c in chunk.chars() {
+        for (k, c) in rest.char_indices() {
+            if c.is_ascii() && is_ascii_ws(c as u8) {
+                end = from + k;
+                break;
+            }
             let cp = c as u32;
-            let (e, block) = if cp < 0x1_0000 {
-                let Some(slot) = s.blocks.get_mut(fi + (cp >> 8) as usize) else {
-                    return Ok(false);
-                };
-                let b = slot.get_or_insert_with(|| Box::new(self.char_block(cp >> 8)));
-                (b.map[(cp & 0xff) as usize], Some(&**b))
+            let e = if cp < 0x1_0000 {
+                cm.entry(self, cp)
             } else {
                 match self.char_ops(c) {
-                    None => (E_COMPLEX, None),
+                    None => E_COMPLEX,
                     Some((ops, n)) => {
                         for &op in ops.get(..n).unwrap_or_default() {
                             apply_op(op, word, wp, cache, out)?;
@@ -764,11 +843,11 @@ impl BertFlags {
                 E_REMOVED => {}
                 E_COMPLEX => {
                     out.truncate(base);
-                    return Ok(false);
+                    return Ok(None);
                 }
                 e if e >= E_MULTI => {
                     let (i, n) = (((e & 0xFF_FFFF) >> 3) as usize, (e & 7) as usize);
-                    let ops = block.and_then(|b| b.multi.get(i)).and_then(|o| o.get(..n));
+                    let ops = cm.multi.get(i).and_then(|o| o.get(..n));
                     for &op in ops.unwrap_or_default() {
                         apply_op(op, word, wp, cache, out)?;
                     }
@@ -777,7 +856,7 @@ impl BertFlags {
             }
         }
         flush_word(word, wp, cache, out)?;
-        Ok(true)
+        Ok(Some(end))
     }
 }
 
@@ -813,6 +892,10 @@ fn apply_op(
         }
         OP_PUNCT => {
             flush_word(word, wp, cache, out)?;
+            if let Some(id) = u8::try_from(ch).ok().and_then(|b| wp.ascii_byte_id(b)) {
+                out.push(id);
+                return Ok(());
+            }
             let mut buf = [0u8; 4];
             wp.cached_word_ids(cache, ch.encode_utf8(&mut buf).as_bytes(), out)
         }
@@ -822,15 +905,20 @@ fn apply_op(
 
 thread_local! {
     /// Scratch buffers kept per thread, so a call allocates nothing once they have grown.
-    static SCRATCH: std::cell::Cell<Scratch> = std::cell::Cell::default();
+    /// Boxed so taking them out and putting them back moves one pointer.
+    static SCRATCH: std::cell::Cell<Option<Box<Scratch>>> = const { std::cell::Cell::new(None) };
 }
 
 /// Run `f` with this thread's scratch buffers: taken out for the call (a nested call finds
-/// empty ones) and put back after.
+/// none and uses fresh ones) and put back after.
 pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
-    let mut s = SCRATCH.try_with(std::cell::Cell::take).unwrap_or_default();
+    let mut s = SCRATCH
+        .try_with(std::cell::Cell::take)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     let r = f(&mut s);
-    let _ = SCRATCH.try_with(|c| c.set(s));
+    let _ = SCRATCH.try_with(|c| c.set(Some(s)));
     r
 }
 
@@ -1387,7 +1475,51 @@ mod tests {
                         op => Some(vec![op]),
                     };
                     let want = f.char_ops(c).map(|(ops, n)| ops[..n].to_vec());
-                    assert_eq!(got, want, "{f:?} {c:?}");
+                    // Compared by what `apply_op` does with them: `None` ends the word, `Some`
+                    // adds a character; ending an already ended word does nothing.
+                    let effect = |ops: Vec<u32>| {
+                        let mut ev: Vec<Option<u32>> = Vec::new();
+                        for op in ops {
+                            let c = op & 0xFF_FFFF;
+                            match op & 0xFF00_0000 {
+                                OP_CHAR => ev.push(Some(c)),
+                                OP_PUNCT => ev.extend([None, Some(c), None]),
+                                _ => ev.push(None),
+                            }
+                        }
+                        ev.dedup_by(|a, b| a.is_none() && b.is_none());
+                        ev
+                    };
+                    assert_eq!(got.map(effect), want.map(effect), "{f:?} {c:?}");
+                }
+            }
+        }
+    }
+
+    /// The flat map, its blocks built in a scrambled order, resolves every BMP character to
+    /// the ops of `char_block`.
+    #[test]
+    fn flat_char_map_equals_char_blocks() {
+        let ops_of = |e: u32, multi: &[[u32; MAX_OPS]]| -> Option<Vec<u32>> {
+            match e {
+                E_COMPLEX => None,
+                E_REMOVED => Some(Vec::new()),
+                e if e >> 24 == E_MULTI >> 24 => {
+                    let (i, n) = (((e & 0xFF_FFFF) >> 3) as usize, (e & 7) as usize);
+                    Some(multi[i][..n].to_vec())
+                }
+                op => Some(vec![op]),
+            }
+        };
+        for f in all_flags() {
+            let mut m = CharMap::new();
+            for k in 0..256u32 {
+                let block = (k * 97 + 13) % 256;
+                let b = f.char_block(block);
+                for lo in 0..256u32 {
+                    let cp = block << 8 | lo;
+                    let got = ops_of(m.entry(&f, cp), &m.multi);
+                    assert_eq!(got, ops_of(b.map[lo as usize], &b.multi), "{f:?} {cp:x}");
                 }
             }
         }

@@ -222,7 +222,11 @@ impl Tokenizer {
     ) -> Result<()> {
         // Even without special tokens a template may repeat a sequence, so it still runs.
         let processor = self.core.post_processor();
-        if self.truncation.is_none() && processor.is_none() {
+        // A processor that keeps the ids as they are (BERT's template without its special
+        // tokens) is skipped: same ids, no second vector.
+        if self.truncation.is_none()
+            && processor.is_none_or(|p| p.single_ids_unchanged(add_special_tokens))
+        {
             return self.core.ids_of_text(text, out);
         }
         // The ids go straight into `out` (no growing of a second vector), then are replaced.
@@ -613,6 +617,10 @@ impl Core {
         out: &mut Vec<u32>,
         mut piece: impl FnMut(usize, &str, &mut Vec<u32>) -> Result<()>,
     ) -> Result<()> {
+        // Most texts hold no added token: then the text is one segment, with no list built.
+        if self.normalizer.is_some() && self.added.raw_matches_none(text) {
+            return piece(0, text, out);
+        }
         for (id, (s, e)) in self.segments(text) {
             match id {
                 Some(id) => out.push(id),

@@ -164,6 +164,42 @@ impl PyTokenizer {
     }
 }
 
+/// Ids per chunk of shared Python ints, and the chunks kept: ids below 4096, where
+/// vocabularies put their characters, punctuation and most frequent words. Sharing ints
+/// spread over a whole large vocabulary measured slower (each reference count touched is a
+/// cache miss, where a fresh int reuses memory just freed).
+const INT_CHUNK: usize = 1024;
+const INT_CHUNKS: usize = 4;
+
+/// Python ints for the small ids, made once per process a chunk at a time on first use and
+/// shared: a list of ids then holds new references to them instead of a new int per id (an
+/// allocation and a free each). Ints are immutable, so sharing them changes nothing visible.
+static INTS: [pyo3::sync::PyOnceLock<Box<[Py<PyAny>]>>; INT_CHUNKS] =
+    [const { pyo3::sync::PyOnceLock::new() }; INT_CHUNKS];
+
+/// `ids` as a Python list of ints.
+fn ids_list<'py>(py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
+    let int = |id: u32| -> Bound<'py, PyAny> {
+        let (c, i) = (id as usize / INT_CHUNK, id as usize % INT_CHUNK);
+        let shared = INTS.get(c).map(|cell| {
+            cell.get_or_init(py, || {
+                (0..INT_CHUNK)
+                    .map(|j| {
+                        pyo3::types::PyInt::new(py, c * INT_CHUNK + j)
+                            .into_any()
+                            .unbind()
+                    })
+                    .collect()
+            })
+        });
+        match shared.and_then(|chunk| chunk.get(i)) {
+            Some(obj) => obj.bind(py).clone(),
+            None => pyo3::types::PyInt::new(py, id).into_any(),
+        }
+    };
+    PyList::new(py, ids.iter().map(|&id| int(id)))
+}
+
 #[pymethods]
 impl PyTokenizer {
     /// Load a tokenizer.json document given as a string.
@@ -335,20 +371,28 @@ impl PyTokenizer {
 
     /// Only the ids of one text, without padding: the fast path.
     #[pyo3(signature = (text, add_special_tokens = true))]
-    fn encode_ids(
+    fn encode_ids<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         text: &Bound<'_, PyString>,
         add_special_tokens: bool,
-    ) -> PyResult<Vec<u32>> {
-        let text = text.to_cow()?.into_owned();
+    ) -> PyResult<Bound<'py, PyList>> {
+        // The UTF-8 bytes Python makes are read in place (this build's stable ABI has no
+        // borrowed UTF-8 view; `to_cow` would copy them once more). They are immutable and
+        // held here, so the GIL can still be released around the encode.
+        let utf8 = text.encode_utf8()?;
+        let text = std::str::from_utf8(utf8.as_bytes())
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
         let tok = self.snapshot();
-        py.detach(|| {
-            let mut out = Vec::new();
-            tok.encode_ids(&text, add_special_tokens, &mut out)
-                .map(|()| out)
-        })
-        .map_err(to_py_err)
+        let ids = py
+            .detach(|| {
+                // Room for about one id per 3 bytes up front saves the first regrowths.
+                let mut out = Vec::with_capacity(text.len().min(1 << 20) / 3 + 4);
+                tok.encode_ids(text, add_special_tokens, &mut out)
+                    .map(|()| out)
+            })
+            .map_err(to_py_err)?;
+        ids_list(py, &ids)
     }
 
     /// The ids of many texts (no padding), encoded in parallel.

@@ -51,7 +51,13 @@ struct WordPieceData {
     max_input_chars_per_word: usize,
     /// Names this model's per-thread word caches.
     uid: u64,
+    /// The id of each one-byte word (ASCII) that is one token, else `NO_ID`: punctuation and
+    /// one-letter words are about a quarter of prose words and half of code's.
+    ascii_ids: [u32; 128],
 }
+
+/// `ascii_ids` marks a word that is not one token (or whose id is this value) with it.
+const NO_ID: u32 = u32::MAX;
 
 /// entry → id, id → entry, and the ids carried by several entries.
 pub(super) type VocabTables = (
@@ -184,7 +190,7 @@ impl WordPiece {
         let dense_r = dense_table(&vocab_r);
         let unk_token: String = unk_token.into();
         let unk_id = vocab.get(&unk_token).copied();
-        WordPiece {
+        let mut wp = WordPiece {
             d: Box::new(WordPieceData {
                 vocab,
                 vocab_r,
@@ -198,8 +204,33 @@ impl WordPiece {
                 continuing_subword_prefix: prefix,
                 max_input_chars_per_word,
                 uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
+                ascii_ids: [NO_ID; 128],
             }),
+        };
+        // Each one-byte word through `word_ids` itself, so the table holds exactly its answer.
+        let mut table = [NO_ID; 128];
+        let mut ids = Vec::new();
+        for (b, slot) in (0u8..).zip(table.iter_mut()) {
+            ids.clear();
+            if wp.word_ids(&[b], &mut ids).is_ok() {
+                if let [id] = ids[..] {
+                    *slot = id;
+                }
+            }
         }
+        wp.d.ascii_ids = table;
+        wp
+    }
+
+    /// The id of the one-byte word `b`, when it is a single token whose id is not `NO_ID`
+    /// (`None` otherwise: the caller takes the word path, which then also raises any error).
+    #[inline]
+    pub(crate) fn ascii_byte_id(&self, b: u8) -> Option<u32> {
+        self.d
+            .ascii_ids
+            .get(usize::from(b))
+            .copied()
+            .filter(|&id| id != NO_ID)
     }
 
     /// Build from the tokenizer.json `model` object. `unk_token`, `continuing_subword_prefix`,
@@ -574,6 +605,34 @@ mod tests {
             .into_iter()
             .map(|(id, _, o)| (id, o))
             .collect()
+    }
+
+    /// The one-byte table against `word_ids`, with entries missing, an id equal to `NO_ID`,
+    /// no unknown token, and a zero length limit.
+    #[test]
+    fn ascii_byte_ids_equal_word_ids() {
+        let mut entries: Vec<(String, u32)> = (0u8..128)
+            .step_by(3)
+            .map(|b| (char::from(b).to_string(), u32::from(b) * 7))
+            .collect();
+        entries.push(("x".into(), NO_ID));
+        for (unk, max) in [("[UNK]", 100), ("none", 100), ("[UNK]", 0)] {
+            let mut v = entries.clone();
+            v.push(("[UNK]".into(), 5));
+            let m = WordPiece::new(v, unk, "##", max);
+            for b in 0u8..128 {
+                let mut ids = Vec::new();
+                let want = m
+                    .word_ids(&[b], &mut ids)
+                    .ok()
+                    .and_then(|()| match ids[..] {
+                        [id] if id != NO_ID => Some(id),
+                        _ => None,
+                    });
+                assert_eq!(m.ascii_byte_id(b), want, "{b} {unk} {max}");
+            }
+            assert_eq!(m.ascii_byte_id(200), None);
+        }
     }
 
     #[test]

@@ -27,6 +27,10 @@ pub trait PostProcessor: Send + Sync {
     fn single_ids(&self, _ids: &[u32], _add_special_tokens: bool) -> Option<Vec<u32>> {
         None
     }
+    /// Whether `single_ids` gives back every `ids` as it is (so a caller may skip it).
+    fn single_ids_unchanged(&self, _add_special_tokens: bool) -> bool {
+        false
+    }
 }
 
 /// What the reference does when there is no post-processor: a single input is returned as it
@@ -248,6 +252,18 @@ impl PostProcessor for Processor {
         Processor::added_tokens(self, is_pair)
     }
 
+    fn single_ids_unchanged(&self, add_special_tokens: bool) -> bool {
+        // Mirrors `single_ids` arm by arm.
+        match self {
+            Processor::Bert(_) | Processor::Roberta(_) => !add_special_tokens,
+            Processor::ByteLevel(_) => true,
+            Processor::Template(t) => t.single_ids_unchanged(add_special_tokens),
+            Processor::Sequence(list) => list
+                .iter()
+                .all(|p| PostProcessor::single_ids_unchanged(p, add_special_tokens)),
+        }
+    }
+
     fn single_ids(&self, ids: &[u32], add_special_tokens: bool) -> Option<Vec<u32>> {
         let wrap = |cls: &SpecialPair, sep: &SpecialPair| {
             let mut out = Vec::with_capacity(ids.len() + 2);
@@ -454,6 +470,65 @@ mod tests {
             }
         }))
         .unwrap()
+    }
+
+    /// `single_ids_unchanged` only where `process` (the full path) keeps a single sequence's
+    /// ids as they are, for every processor kind and both settings.
+    #[test]
+    fn single_ids_unchanged_only_when_process_keeps_the_ids() {
+        let seq = |id: &str| json!({"Sequence": {"id": id, "type_id": 0}});
+        let sp = |id: &str| json!({"SpecialToken": {"id": id, "type_id": 0}});
+        let template = |single: Value| {
+            processor_from_json(&json!({
+                "type": "TemplateProcessing", "single": single, "pair": [seq("A"), seq("B")],
+                "special_tokens": {
+                    "[CLS]": {"id": "[CLS]", "ids": [101], "tokens": ["[CLS]"]},
+                    "E": {"id": "E", "ids": [], "tokens": []}
+                }
+            }))
+            .unwrap()
+        };
+        let roberta = processor_from_json(&json!({"type": "RobertaProcessing",
+            "sep": ["</s>", 2], "cls": ["<s>", 0], "trim_offsets": true, "add_prefix_space": true}))
+        .unwrap();
+        let byte_level = processor_from_json(&json!({"type": "ByteLevel", "trim_offsets": false,
+            "add_prefix_space": false, "use_regex": true}))
+        .unwrap();
+        let procs = vec![
+            bert(),
+            bert_template(),
+            roberta,
+            byte_level,
+            template(json!([seq("A")])),
+            template(json!([seq("A"), seq("A")])),
+            template(json!([sp("E"), seq("A"), sp("E")])),
+            template(json!([sp("[CLS]"), seq("A")])),
+            Processor::Sequence(vec![bert_template(), template(json!([seq("A")]))]),
+            Processor::Sequence(vec![template(json!([seq("A"), seq("A")]))]),
+        ];
+        let mut seen = [0, 0];
+        for p in &procs {
+            for add in [false, true] {
+                let e = letters("abc", 0);
+                // (A sequence holding a template may refuse to run on the full path; the ids
+                // path then already gives what `single_ids` gives.)
+                let full = p.process(e.clone(), None, add).map(|r| r.ids);
+                let claimed = PostProcessor::single_ids_unchanged(p, add);
+                assert!(
+                    !claimed
+                        || full
+                            .as_ref()
+                            .is_err_and(|_| matches!(p, Processor::Sequence(_)))
+                        || full.as_ref().is_ok_and(|ids| *ids == e.ids),
+                    "{p:?} {add} {full:?}"
+                );
+                if claimed {
+                    assert_eq!(p.single_ids(&e.ids, add), Some(e.ids.clone()));
+                }
+                seen[usize::from(claimed)] += 1;
+            }
+        }
+        assert!(seen[0] > 3 && seen[1] > 3, "{seen:?}");
     }
 
     #[test]

@@ -185,6 +185,18 @@ impl TemplateProcessing {
         Some(out)
     }
 
+    /// Whether `single_ids` returns `ids` unchanged: the plan holds the sequence exactly once
+    /// and every special token it would add is empty or left out.
+    pub fn single_ids_unchanged(&self, add_special_tokens: bool) -> bool {
+        self.single_ids_plan.as_ref().is_some_and(|plan| {
+            plan.iter().filter(|p| p.is_none()).count() == 1
+                && plan
+                    .iter()
+                    .flatten()
+                    .all(|special| !add_special_tokens || special.is_empty())
+        })
+    }
+
     /// The object must have `single`, `pair` and `special_tokens` (the reference ignores `type`).
     pub fn from_json(v: &Value) -> Result<Self> {
         let field = |name: &str| {

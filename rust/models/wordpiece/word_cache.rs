@@ -4,7 +4,7 @@
 //! bytes and the model, and a cache belongs to one model (keyed by its `uid`). Words of up to
 //! 16 bytes are keys held inline as two zero-padded integers plus the length, so a lookup is
 //! one multiply-shift hash and integer compares, and a hit copies at most `MAX_IDS` ids kept
-//! in the slot itself (one 32-byte slot, half a cache line). The table is 4-way set
+//! in the slot itself (16 bits each, or half as many of 32 bits) (one 32-byte slot, half a cache line). The table is 4-way set
 //! associative: a word lives in one of the 4 slots of its bucket (128 bytes), and a new word
 //! in a full bucket replaces one of them. So the frequent words stay (a rare word evicts one
 //! word, where starting the table over would evict all of them) and a lookup reads two
@@ -12,8 +12,13 @@
 
 /// Longest cached word, in bytes.
 pub(crate) const MAX_WORD: usize = 16;
-/// Most ids a cached word may have.
-const MAX_IDS: usize = 3;
+/// Most ids a cached word may have: six when they all fit 16 bits (any vocabulary of up to
+/// 65536 entries), else three.
+const MAX_IDS: usize = 6;
+/// Most ids of a word whose ids need 32 bits.
+const MAX_WIDE_IDS: usize = 3;
+/// Set in `Slot::n` when the ids are stored as pairs of 16-bit halves.
+const WIDE: u8 = 0x80;
 const SLOTS: usize = 1 << 14;
 /// Slots per bucket.
 const WAYS: usize = 4;
@@ -42,13 +47,46 @@ fn ascii_lower(x: u64) -> u64 {
     x | (upper >> 2)
 }
 
+/// Eight bytes of `s` from `at`, little-endian.
+#[inline]
+fn load8(s: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(s.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// Four bytes of `s` from `at`, little-endian.
+#[inline]
+fn load4(s: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(s.get(at..at + 4)?.try_into().ok()?))
+}
+
 impl WordKey {
     /// The key of `word`, if it has 1..=`MAX_WORD` bytes.
+    ///
+    /// Built from two overlapping loads (no variable-length copy, which costs a call and a
+    /// store-forwarding stall): the bytes both loads cover are the same bytes of `word` at the
+    /// same positions, so OR-ing the loads gives the word exactly.
     #[inline]
     pub(crate) fn of(word: &[u8]) -> Option<WordKey> {
-        let mut buf = [0u8; MAX_WORD];
-        buf.get_mut(..word.len())?.copy_from_slice(word);
-        WordKey::from_buf(buf, word.len())
+        let len = word.len();
+        let (k0, k1) = match len {
+            9..=MAX_WORD => (load8(word, 0)?, load8(word, len - 8)? >> (8 * (16 - len))),
+            8 => (load8(word, 0)?, 0),
+            4..=7 => {
+                let lo = u64::from(load4(word, 0)?);
+                let hi = u64::from(load4(word, len - 4)?);
+                (lo | hi << (8 * (len - 4)), 0)
+            }
+            1..=3 => {
+                let b = |i: usize| word.get(i).map_or(0, |&b| u64::from(b));
+                (b(0) | b(1) << 8 | b(2) << 16, 0)
+            }
+            _ => return None,
+        };
+        Some(WordKey {
+            k0,
+            k1,
+            len: len as u8,
+        })
     }
 
     /// The key of `text[start..end]` (1..=`MAX_WORD` bytes), ASCII-lowercased when asked.
@@ -112,9 +150,14 @@ struct Slot {
     k1: u64,
     /// Key length; 0 marks an empty slot (keys are never empty).
     len: u8,
+    /// The number of ids, with `WIDE` set when each id takes two entries of `ids` (low half
+    /// first).
     n: u8,
-    ids: [u32; MAX_IDS],
+    ids: [u16; MAX_IDS],
 }
+
+// One slot is half a cache line.
+const _: () = assert!(std::mem::size_of::<Slot>() == 32);
 
 pub(crate) struct WordCache {
     slots: Vec<Slot>,
@@ -138,9 +181,16 @@ impl WordCache {
         };
         for s in bucket {
             if s.k0 == key.k0 && s.k1 == key.k1 && s.len == key.len {
-                // At most three ids: pushes beat a call to memcpy.
-                for &id in s.ids.iter().take(usize::from(s.n)) {
-                    out.push(id);
+                // At most six ids: pushes beat a call to memcpy.
+                if s.n & WIDE == 0 {
+                    for &id in s.ids.iter().take(usize::from(s.n)) {
+                        out.push(u32::from(id));
+                    }
+                } else {
+                    let n = usize::from(s.n & !WIDE);
+                    for h in s.ids.chunks_exact(2).take(n) {
+                        out.push(u32::from(h[0]) | u32::from(h[1]) << 16);
+                    }
                 }
                 return true;
             }
@@ -149,14 +199,24 @@ impl WordCache {
     }
 
     /// Remember the ids of `key` (not yet present), in a free slot of its bucket or in place
-    /// of one of its words; words of more than `MAX_IDS` ids are not kept.
+    /// of one of its words; words of more ids than the slot holds are not kept.
     #[inline]
     pub(crate) fn insert(&mut self, key: &WordKey, ids: &[u32]) {
-        let mut kept = [0u32; MAX_IDS];
-        let Some(dst) = kept.get_mut(..ids.len()) else {
+        let mut kept = [0u16; MAX_IDS];
+        let n = if ids.len() <= MAX_IDS && ids.iter().all(|&id| id <= u32::from(u16::MAX)) {
+            for (d, &id) in kept.iter_mut().zip(ids) {
+                *d = id as u16;
+            }
+            ids.len() as u8
+        } else if ids.len() <= MAX_WIDE_IDS {
+            for (d, &id) in kept.chunks_exact_mut(2).zip(ids) {
+                d[0] = id as u16;
+                d[1] = (id >> 16) as u16;
+            }
+            ids.len() as u8 | WIDE
+        } else {
             return;
         };
-        dst.copy_from_slice(ids);
         let (b, victim) = key.bucket();
         let Some(bucket) = self.slots.get_mut(b..b + WAYS) else {
             return;
@@ -167,7 +227,7 @@ impl WordCache {
                 k0: key.k0,
                 k1: key.k1,
                 len: key.len,
-                n: ids.len() as u8,
+                n,
                 ids: kept,
             };
         }
@@ -195,6 +255,60 @@ pub(crate) fn cache_for(caches: &mut Vec<(u64, WordCache)>, uid: u64) -> &mut Wo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `of` (overlapping loads) against the plain zero-padded copy, every length and offset.
+    #[test]
+    fn key_of_equals_zero_padded_copy() {
+        let mut rng = crate::test_rng(7);
+        let text: Vec<u8> = (0..200).map(|_| (rng() % 255 + 1) as u8).collect();
+        for start in 0..40 {
+            for len in 0..=MAX_WORD + 2 {
+                let word = &text[start..start + len];
+                let want = (1..=MAX_WORD).contains(&len).then(|| {
+                    let mut buf = [0u8; MAX_WORD];
+                    buf[..len].copy_from_slice(word);
+                    WordKey::from_buf(buf, len).unwrap()
+                });
+                assert_eq!(WordKey::of(word), want, "{start} {len}");
+                if let Some(k) = want {
+                    let (b, n) = k.bytes();
+                    assert_eq!(&b[..n], word);
+                }
+            }
+        }
+    }
+
+    /// Every id list a slot can hold comes back as it went in (16-bit and 32-bit ids, up to
+    /// the limits), and longer ones are not kept.
+    #[test]
+    fn ids_round_trip_narrow_and_wide() {
+        let mut rng = crate::test_rng(11);
+        let mut t = WordCache::default();
+        for i in 0..3000u32 {
+            let n = (rng() % 9) as usize;
+            let wide = rng() % 3 == 0;
+            let ids: Vec<u32> = (0..n)
+                .map(|_| {
+                    let id = rng() as u32;
+                    if wide {
+                        id
+                    } else {
+                        id & 0xFFFF
+                    }
+                })
+                .collect();
+            let key = WordKey::of(format!("w{i}").as_bytes()).unwrap();
+            t.insert(&key, &ids);
+            let mut out = vec![7];
+            let fits = n <= MAX_WIDE_IDS || (n <= MAX_IDS && ids.iter().all(|&x| x <= 0xFFFF));
+            assert_eq!(t.get(&key, &mut out), fits, "{ids:?}");
+            if fits {
+                assert_eq!(out[1..], ids[..]);
+            } else {
+                assert_eq!(out, [7]);
+            }
+        }
+    }
 
     #[test]
     fn ascii_lower_equals_per_byte_lowercase() {
@@ -225,8 +339,8 @@ mod tests {
         assert!(t.get(&k(b"abcdefghijklmnop"), &mut out));
         assert!(!t.get(&k(b"abcdefghijklmnoq"), &mut out));
         assert!(!t.get(&k(b"b"), &mut out));
-        assert!(!t.get(&k(b"four"), &mut out), "more than MAX_IDS ids");
-        assert_eq!(out, [1, 2, 3, 4]);
+        assert!(t.get(&k(b"four"), &mut out));
+        assert_eq!(out, [1, 2, 3, 4, 1, 2, 3, 4]);
         assert_eq!(WordKey::of(b""), None);
         assert_eq!(WordKey::of(&[b'x'; 17]), None);
     }
