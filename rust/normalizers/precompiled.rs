@@ -137,17 +137,93 @@ impl Normalizer for Precompiled {
             if n.is_empty() {
                 return Ok(());
             }
-            return Err(Error::invalid(
-                "normalizer `Precompiled`: field `precompiled_charsmap` has an empty trie",
-            ));
+            return Err(empty_trie_error());
         }
         let text = n.get();
         if self.ascii_identity && text.is_ascii() {
             return Ok(());
         }
+        let mut sink = Changes {
+            t: Vec::with_capacity(text.len()),
+            modified: false,
+        };
+        self.walk(text, &mut sink);
+        if sink.modified {
+            n.transform(sink.t, 0);
+        }
+        Ok(())
+    }
+
+    fn normalize_text(&self, text: &str, out: &mut String) -> Option<Result<()>> {
+        out.clear();
+        if self.empty_trie {
+            return Some(if text.is_empty() {
+                Ok(())
+            } else {
+                Err(empty_trie_error())
+            });
+        }
+        if self.ascii_identity && text.is_ascii() {
+            out.push_str(text);
+            return Some(Ok(()));
+        }
+        out.reserve(text.len());
+        self.walk(text, &mut TextOnly(out));
+        Some(Ok(()))
+    }
+}
+
+fn empty_trie_error() -> Error {
+    Error::invalid("normalizer `Precompiled`: field `precompiled_charsmap` has an empty trie")
+}
+
+/// What the rule walk produces: kept text and replacements, in order.
+trait Sink {
+    /// `part` (one character) is left as it is.
+    fn keep(&mut self, part: &str);
+    /// `old` (a grapheme or one character) becomes `new`.
+    fn replace(&mut self, old: &str, new: &str);
+}
+
+/// The reference's change list (alignment included).
+struct Changes {
+    t: Vec<(char, isize)>,
+    modified: bool,
+}
+
+impl Sink for Changes {
+    #[inline]
+    fn keep(&mut self, part: &str) {
+        self.t.extend(part.chars().map(|c| (c, 0)));
+    }
+    #[inline]
+    fn replace(&mut self, old: &str, new: &str) {
+        self.modified = true;
+        push_replacement(&mut self.t, old, new);
+    }
+}
+
+/// The normalized text alone: the change list's characters, in order (which is what
+/// `transform` makes the normalized string of), without the alignment.
+struct TextOnly<'a>(&'a mut String);
+
+impl Sink for TextOnly<'_> {
+    #[inline]
+    fn keep(&mut self, part: &str) {
+        self.0.push_str(part);
+    }
+    #[inline]
+    fn replace(&mut self, _old: &str, new: &str) {
+        self.0.push_str(new);
+    }
+}
+
+impl Precompiled {
+    /// The reference's walk over `text`, reporting each kept character and each replacement
+    /// to `sink` (one walk for both outputs, so they cannot disagree).
+    #[inline]
+    fn walk(&self, text: &str, sink: &mut impl Sink) {
         let bytes = text.as_bytes();
-        let mut t: Vec<(char, isize)> = Vec::with_capacity(text.len());
-        let mut modified = false;
         let mut i = 0;
         while i < bytes.len() {
             let b = bytes[i];
@@ -155,13 +231,10 @@ impl Normalizer for Precompiled {
             // An ASCII character is a grapheme of its own when what follows is ASCII too (or
             // nothing), except CR before LF; a non-ASCII follower may extend it.
             if b < 0x80 && next.is_none_or(|x| x < 0x80 && !(b == b'\r' && x == b'\n')) {
-                let c = b as char;
+                let part = &text[i..i + 1];
                 match &self.ascii[b as usize] {
-                    Some(rep) => {
-                        modified = true;
-                        push_replacement(&mut t, &text[i..i + 1], rep);
-                    }
-                    None => t.push((c, 0)),
+                    Some(rep) => sink.replace(part, rep),
+                    None => sink.keep(part),
                 }
                 i += 1;
                 continue;
@@ -172,26 +245,18 @@ impl Normalizer for Precompiled {
             i += g.len();
             if g.len() < 6 {
                 if let Some((_, rep)) = self.map.shortest_match(g.as_bytes()) {
-                    modified = true;
-                    push_replacement(&mut t, g, rep);
+                    sink.replace(g, rep);
                     continue;
                 }
             }
             for (j, c) in g.char_indices() {
                 let part = &g[j..j + c.len_utf8()];
                 match self.map.shortest_match(part.as_bytes()) {
-                    Some((_, rep)) => {
-                        modified = true;
-                        push_replacement(&mut t, part, rep);
-                    }
-                    None => t.push((c, 0)),
+                    Some((_, rep)) => sink.replace(part, rep),
+                    None => sink.keep(part),
                 }
             }
         }
-        if modified {
-            n.transform(t, 0);
-        }
-        Ok(())
     }
 }
 
