@@ -656,7 +656,16 @@ impl Core {
                     })
                 })
             }
-            (Some(FastPath::WhitespaceMeta), _, Some(norm)) => {
+            (Some(FastPath::WhitespaceMeta), m, Some(norm)) => {
+                // A Unigram model gives ids without building tokens on a cache hit.
+                let unigram = match m {
+                    ModelWrapper::Unigram(u) => Some(u),
+                    _ => None,
+                };
+                let mut word_ids = |w: &str, out: &mut Vec<u32>| match unigram {
+                    Some(u) => u.word_ids(w, out),
+                    None => word_ids(w, out),
+                };
                 let mut normed = String::new();
                 self.ids_by_segment(text, out, |_, piece, out| {
                     if !piece.is_ascii() || !norm.keeps_words(piece) {

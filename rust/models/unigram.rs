@@ -114,6 +114,25 @@ impl WordCache {
         true
     }
 
+    /// As `get`, pushing only the ids.
+    fn get_ids(&self, h: u64, word: &str, out: &mut Vec<u32>) -> bool {
+        let Some(Ok(sh)) = self.shard(h).map(Mutex::try_lock) else {
+            return false;
+        };
+        let Some(e) = sh.index.get(&h).and_then(|&i| sh.entries.get(i as usize)) else {
+            return false;
+        };
+        let key = sh.keys.get(e.key as usize..(e.key + e.key_len) as usize);
+        if key != Some(word.as_bytes()) {
+            return false;
+        }
+        let Some(toks) = sh.toks.get(e.toks as usize..(e.toks + e.toks_len) as usize) else {
+            return false;
+        };
+        out.extend(toks.iter().map(|c| c.id));
+        true
+    }
+
     fn set(&self, h: u64, word: &str, tokens: &[Token]) {
         if tokens
             .iter()
@@ -425,7 +444,35 @@ impl Model for Unigram {
     }
 }
 
+thread_local! {
+    /// Tokens of a word that missed the cache, for `word_ids`.
+    static WORD_TOKENS: RefCell<Vec<Token>> = const { RefCell::new(Vec::new()) };
+}
+
 impl Unigram {
+    /// The ids `tokenize` gives for `word`, appended to `out` (the same cache and the same
+    /// segmentation; a hit copies ids without building tokens).
+    pub fn word_ids(&self, word: &str, out: &mut Vec<u32>) -> Result<()> {
+        if word.len() < CACHE_MAX_WORD {
+            let h = self.d.cache.hash(word);
+            if self.d.cache.get_ids(h, word, out) {
+                return Ok(());
+            }
+        }
+        WORD_TOKENS.with(|cell| {
+            let mut local = Vec::new();
+            let mut guard = cell.try_borrow_mut();
+            let toks: &mut Vec<Token> = match guard.as_mut() {
+                Ok(t) => t,
+                Err(_) => &mut local,
+            };
+            toks.clear();
+            self.tokenize(word, toks)?;
+            out.extend(toks.iter().map(|t| t.id));
+            Ok(())
+        })
+    }
+
     /// The segmentation itself, without the cache.
     fn tokenize_uncached(&self, piece: &str, out: &mut Vec<Token>) -> Result<()> {
         if piece.is_empty() {
