@@ -187,10 +187,24 @@ pub(crate) fn for_each_meta_piece(
     mut f: impl FnMut(&str) -> PwResult<()>,
 ) -> PwResult<()> {
     const META: &str = "\u{2581}";
+    // Byte offset of the first `▁` (a byte scan: `str::find` sets up a substring searcher
+    // per call).
+    let find = |s: &str| {
+        let b = s.as_bytes();
+        let mut i = 0;
+        while let Some(k) = b.get(i..).and_then(|r| r.iter().position(|&x| x == 0xE2)) {
+            let at = i + k;
+            if b.get(at..at + 3) == Some(META.as_bytes()) {
+                return Some(at);
+            }
+            i = at + 1;
+        }
+        None
+    };
     for w in text.split(char::is_whitespace).filter(|w| !w.is_empty()) {
         let mut rest = w;
         if !rest.starts_with(META) {
-            let cut = rest.find(META).unwrap_or(rest.len());
+            let cut = find(rest).unwrap_or(rest.len());
             buf.clear();
             buf.push_str(META);
             buf.push_str(&rest[..cut]);
@@ -201,7 +215,7 @@ pub(crate) fn for_each_meta_piece(
         while !rest.is_empty() {
             let cut = rest
                 .get(META.len()..)
-                .and_then(|r| r.find(META))
+                .and_then(find)
                 .map_or(rest.len(), |k| k + META.len());
             f(&rest[..cut])?;
             rest = &rest[cut..];
