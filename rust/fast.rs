@@ -176,6 +176,54 @@ fn detect_whitespace_meta(norm: &Value, pre: &Value) -> bool {
         && always
 }
 
+/// The pieces `WhitespaceSplit` then `Metaspace(▁, always, split)` make of a normalized
+/// text, to `f`: each whitespace-free word gets `▁` prepended unless it starts with one
+/// (no spaces are left to replace), then is cut before every `▁` (`MergedWithNext`); empty
+/// pieces are dropped as the reference drops empty splits. Only the first piece of a word
+/// can need the prepended `▁`, built in `buf`; the others are slices of the text.
+pub(crate) fn for_each_meta_piece(
+    text: &str,
+    buf: &mut String,
+    mut f: impl FnMut(&str) -> PwResult<()>,
+) -> PwResult<()> {
+    const META: &str = "\u{2581}";
+    // Byte offset of the first `▁` (a byte scan: `str::find` sets up a substring searcher
+    // per call).
+    let find = |s: &str| {
+        let b = s.as_bytes();
+        let mut i = 0;
+        while let Some(k) = b.get(i..).and_then(|r| r.iter().position(|&x| x == 0xE2)) {
+            let at = i + k;
+            if b.get(at..at + 3) == Some(META.as_bytes()) {
+                return Some(at);
+            }
+            i = at + 1;
+        }
+        None
+    };
+    for w in text.split(char::is_whitespace).filter(|w| !w.is_empty()) {
+        let mut rest = w;
+        if !rest.starts_with(META) {
+            let cut = find(rest).unwrap_or(rest.len());
+            buf.clear();
+            buf.push_str(META);
+            buf.push_str(&rest[..cut]);
+            f(buf)?;
+            rest = &rest[cut..];
+        }
+        // `rest` is empty or starts with `▁`.
+        while !rest.is_empty() {
+            let cut = rest
+                .get(META.len()..)
+                .and_then(find)
+                .map_or(rest.len(), |k| k + META.len());
+            f(&rest[..cut])?;
+            rest = &rest[cut..];
+        }
+    }
+    Ok(())
+}
+
 /// The `▁`-escaped form of `piece` (spaces replaced, `▁` prepended when asked), into `buf`.
 pub(crate) fn meta_escape(piece: &str, prepend: bool, buf: &mut String) {
     buf.clear();

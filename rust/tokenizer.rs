@@ -671,9 +671,25 @@ impl Core {
                     })
                 })
             }
-            (Some(FastPath::WhitespaceMeta), _, Some(norm)) => {
+            (Some(FastPath::WhitespaceMeta), m, Some(norm)) => {
+                // A Unigram model gives ids without building tokens on a cache hit.
+                let unigram = match m {
+                    ModelWrapper::Unigram(u) => Some(u),
+                    _ => None,
+                };
+                let mut word_ids = |w: &str, out: &mut Vec<u32>| match unigram {
+                    Some(u) => u.word_ids(w, out),
+                    None => word_ids(w, out),
+                };
+                let mut normed = String::new();
                 self.ids_by_segment(text, out, |_, piece, out| {
                     if !piece.is_ascii() || !norm.keeps_words(piece) {
+                        if let Some(r) = norm.normalize_text(piece, &mut normed) {
+                            r?;
+                            return crate::fast::for_each_meta_piece(&normed, &mut word, |p| {
+                                word_ids(p, out)
+                            });
+                        }
                         for split in &self.tokenize_plain(piece)?.splits {
                             out.extend(split.tokens.iter().flatten().map(|t| t.id));
                         }
@@ -1316,9 +1332,16 @@ mod tests {
             "a\r\nb",
             "\u{b}x\u{c}y\u{1c}",
             "▁a",
+            "a▁▁b▁ ▁",
+            "ｶﾞ ＡＢ①\u{301}e\u{301}",
+            "中文。　日本語",
         ];
         let mut all = texts(3000);
         all.extend(extra.iter().map(|s| s.to_string()));
+        // Real multilingual lines (the non-ASCII fast path): every script of the UDHR.
+        if let Ok(udhr) = std::fs::read_to_string(format!("{dir}/corpora/udhr2_all.txt")) {
+            all.extend(udhr.lines().step_by(7).take(4000).map(str::to_owned));
+        }
         for (k, t) in all.iter().enumerate() {
             let t = format!("{t} {}", extra[k % extra.len()]);
             let (mut x, mut y) = (Vec::new(), Vec::new());

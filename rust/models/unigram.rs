@@ -54,6 +54,9 @@ struct Entry {
     key_len: u32,
     toks: u32,
     toks_len: u32,
+    /// Some token carried a value (a fused unknown run), which `get` cannot rebuild: the
+    /// entry serves `get_ids` only.
+    ids_only: bool,
 }
 
 /// One shard: a map from the word's 64-bit hash to its entry; keys and tokens live in two
@@ -101,7 +104,7 @@ impl WordCache {
             return false;
         };
         let key = sh.keys.get(e.key as usize..(e.key + e.key_len) as usize);
-        if key != Some(word.as_bytes()) {
+        if e.ids_only || key != Some(word.as_bytes()) {
             return false;
         }
         let Some(toks) = sh.toks.get(e.toks as usize..(e.toks + e.toks_len) as usize) else {
@@ -114,13 +117,31 @@ impl WordCache {
         true
     }
 
+    /// As `get`, pushing only the ids.
+    fn get_ids(&self, h: u64, word: &str, out: &mut Vec<u32>) -> bool {
+        let Some(Ok(sh)) = self.shard(h).map(Mutex::try_lock) else {
+            return false;
+        };
+        let Some(e) = sh.index.get(&h).and_then(|&i| sh.entries.get(i as usize)) else {
+            return false;
+        };
+        let key = sh.keys.get(e.key as usize..(e.key + e.key_len) as usize);
+        if key != Some(word.as_bytes()) {
+            return false;
+        }
+        let Some(toks) = sh.toks.get(e.toks as usize..(e.toks + e.toks_len) as usize) else {
+            return false;
+        };
+        out.extend(toks.iter().map(|c| c.id));
+        true
+    }
+
     fn set(&self, h: u64, word: &str, tokens: &[Token]) {
-        if tokens
-            .iter()
-            .any(|t| t.value.is_some() || t.offsets.1 > 255)
-        {
+        // (The ids of a word are a pure function of it, values or not.)
+        if tokens.iter().any(|t| t.offsets.1 > 255) {
             return;
         }
+        let ids_only = tokens.iter().any(|t| t.value.is_some());
         let Some(Ok(mut sh)) = self.shard(h).map(Mutex::try_lock) else {
             return;
         };
@@ -132,6 +153,7 @@ impl WordCache {
             key_len: word.len() as u32,
             toks: sh.toks.len() as u32,
             toks_len: tokens.len() as u32,
+            ids_only,
         };
         sh.keys.extend_from_slice(word.as_bytes());
         sh.toks.extend(tokens.iter().map(|t| Cached {
@@ -425,7 +447,35 @@ impl Model for Unigram {
     }
 }
 
+thread_local! {
+    /// Tokens of a word that missed the cache, for `word_ids`.
+    static WORD_TOKENS: RefCell<Vec<Token>> = const { RefCell::new(Vec::new()) };
+}
+
 impl Unigram {
+    /// The ids `tokenize` gives for `word`, appended to `out` (the same cache and the same
+    /// segmentation; a hit copies ids without building tokens).
+    pub fn word_ids(&self, word: &str, out: &mut Vec<u32>) -> Result<()> {
+        if word.len() < CACHE_MAX_WORD {
+            let h = self.d.cache.hash(word);
+            if self.d.cache.get_ids(h, word, out) {
+                return Ok(());
+            }
+        }
+        WORD_TOKENS.with(|cell| {
+            let mut local = Vec::new();
+            let mut guard = cell.try_borrow_mut();
+            let toks: &mut Vec<Token> = match guard.as_mut() {
+                Ok(t) => t,
+                Err(_) => &mut local,
+            };
+            toks.clear();
+            self.tokenize(word, toks)?;
+            out.extend(toks.iter().map(|t| t.id));
+            Ok(())
+        })
+    }
+
     /// The segmentation itself, without the cache.
     fn tokenize_uncached(&self, piece: &str, out: &mut Vec<Token>) -> Result<()> {
         if piece.is_empty() {
@@ -601,6 +651,32 @@ mod tests {
                         assert_eq!(cached[0], Token::new(7, 0, 0));
                         assert_eq!(&cached[1..], &plain[..], "round {round} {word:?}");
                     }
+                }
+                // Ids alone (words with fused unknown runs are cached for ids only), before
+                // and after the token path, each twice: miss, then hit.
+                let plain_ids: Vec<u32> = plain.iter().map(|t| t.id).collect();
+                for w in [format!("{word}z"), word.clone()] {
+                    let mut p = Vec::new();
+                    let want = m
+                        .tokenize_uncached(&w, &mut p)
+                        .map(|()| p.iter().map(|t| t.id).collect::<Vec<_>>());
+                    for _ in 0..2 {
+                        let mut ids = vec![7];
+                        let r = m.word_ids(&w, &mut ids);
+                        assert_eq!(r.is_ok(), want.is_ok(), "round {round} {w:?}");
+                        if let Ok(want) = &want {
+                            assert_eq!(&ids[1..], &want[..], "round {round} {w:?}");
+                        }
+                        let mut toks = Vec::new();
+                        if m.tokenize(&w, &mut toks).is_ok() {
+                            assert_eq!(toks, p, "round {round} {w:?}");
+                        }
+                    }
+                }
+                if plain_r.is_ok() {
+                    let mut ids = Vec::new();
+                    m.word_ids(&word, &mut ids).unwrap();
+                    assert_eq!(ids, plain_ids);
                 }
             }
         }

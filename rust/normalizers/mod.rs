@@ -25,6 +25,11 @@ pub trait Normalizer: Send + Sync {
     fn keeps_words(&self, _text: &str) -> bool {
         false
     }
+    /// The normalized text alone into `out` (no alignment), for the ids fast paths; `None`
+    /// when this normalizer has no such shortcut (then use `normalize`).
+    fn normalize_text(&self, _text: &str, _out: &mut String) -> Option<Result<()>> {
+        None
+    }
 }
 
 /// Several normalizers, applied in order.

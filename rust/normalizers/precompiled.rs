@@ -25,6 +25,8 @@ pub struct Precompiled {
     ascii_identity: bool,
     /// Per ASCII byte: no rule, or whitespace turned into non-empty whitespace.
     ascii_keeps_words: [bool; 128],
+    /// Take the `is_simple` shortcut past the grapheme segmenter (off only in tests).
+    fast_graphemes: bool,
 }
 
 /// A rule that keeps whitespace-separated words: whitespace becomes non-empty whitespace.
@@ -86,6 +88,7 @@ impl Precompiled {
             ascii,
             ascii_identity,
             ascii_keeps_words,
+            fast_graphemes: true,
         })
     }
 
@@ -137,34 +140,152 @@ impl Normalizer for Precompiled {
             if n.is_empty() {
                 return Ok(());
             }
-            return Err(Error::invalid(
-                "normalizer `Precompiled`: field `precompiled_charsmap` has an empty trie",
-            ));
+            return Err(empty_trie_error());
         }
         let text = n.get();
         if self.ascii_identity && text.is_ascii() {
             return Ok(());
         }
+        let mut sink = Changes {
+            t: Vec::with_capacity(text.len()),
+            modified: false,
+        };
+        self.walk(text, &mut sink);
+        if sink.modified {
+            n.transform(sink.t, 0);
+        }
+        Ok(())
+    }
+
+    fn normalize_text(&self, text: &str, out: &mut String) -> Option<Result<()>> {
+        out.clear();
+        if self.empty_trie {
+            return Some(if text.is_empty() {
+                Ok(())
+            } else {
+                Err(empty_trie_error())
+            });
+        }
+        if self.ascii_identity && text.is_ascii() {
+            out.push_str(text);
+            return Some(Ok(()));
+        }
+        out.reserve(text.len());
+        self.walk(text, &mut TextOnly(out));
+        Some(Ok(()))
+    }
+}
+
+fn empty_trie_error() -> Error {
+    Error::invalid("normalizer `Precompiled`: field `precompiled_charsmap` has an empty trie")
+}
+
+/// Letters of common scripts whose grapheme-break property is Other (not Prepend, Extend,
+/// SpacingMark, ZWJ, Regional Indicator, Hangul, nor an Indic conjunct consonant, nor
+/// Extended_Pictographic). Between such a character (or an ASCII one) and a following one
+/// of them or an ASCII character, no rule of UAX #29 keeps the cluster together, so the
+/// first one ends its cluster: the walk can skip the segmenter there (checked against it in
+/// the tests).
+#[inline]
+fn is_simple(c: char) -> bool {
+    matches!(c,
+        '\u{00C0}'..='\u{017F}' // Latin-1 letters, Latin Extended-A
+        | '\u{0391}'..='\u{03C9}' // Greek
+        | '\u{0410}'..='\u{044F}' // Cyrillic
+        | '\u{0621}'..='\u{064A}' // Arabic letters
+        | '\u{3001}'..='\u{3002}' // 、。
+        | '\u{3041}'..='\u{3096}' // Hiragana
+        | '\u{30A1}'..='\u{30FA}' // Katakana
+        | '\u{4E00}'..='\u{9FFF}' // CJK Unified Ideographs
+        | '\u{FF01}'..='\u{FF5E}' // fullwidth ASCII
+    )
+}
+
+/// `text` starts with an `is_simple` character.
+#[inline]
+fn starts_simple(text: &str) -> bool {
+    text.chars().next().is_some_and(is_simple)
+}
+
+/// What the rule walk produces: kept text and replacements, in order.
+trait Sink {
+    /// `part` (one character) is left as it is.
+    fn keep(&mut self, part: &str);
+    /// `old` (a grapheme or one character) becomes `new`.
+    fn replace(&mut self, old: &str, new: &str);
+}
+
+/// The reference's change list (alignment included).
+struct Changes {
+    t: Vec<(char, isize)>,
+    modified: bool,
+}
+
+impl Sink for Changes {
+    #[inline]
+    fn keep(&mut self, part: &str) {
+        self.t.extend(part.chars().map(|c| (c, 0)));
+    }
+    #[inline]
+    fn replace(&mut self, old: &str, new: &str) {
+        self.modified = true;
+        push_replacement(&mut self.t, old, new);
+    }
+}
+
+/// The normalized text alone: the change list's characters, in order (which is what
+/// `transform` makes the normalized string of), without the alignment.
+struct TextOnly<'a>(&'a mut String);
+
+impl Sink for TextOnly<'_> {
+    #[inline]
+    fn keep(&mut self, part: &str) {
+        self.0.push_str(part);
+    }
+    #[inline]
+    fn replace(&mut self, _old: &str, new: &str) {
+        self.0.push_str(new);
+    }
+}
+
+impl Precompiled {
+    /// The reference's walk over `text`, reporting each kept character and each replacement
+    /// to `sink` (one walk for both outputs, so they cannot disagree).
+    #[inline]
+    fn walk(&self, text: &str, sink: &mut impl Sink) {
         let bytes = text.as_bytes();
-        let mut t: Vec<(char, isize)> = Vec::with_capacity(text.len());
-        let mut modified = false;
         let mut i = 0;
         while i < bytes.len() {
             let b = bytes[i];
             let next = bytes.get(i + 1).copied();
             // An ASCII character is a grapheme of its own when what follows is ASCII too (or
             // nothing), except CR before LF; a non-ASCII follower may extend it.
-            if b < 0x80 && next.is_none_or(|x| x < 0x80 && !(b == b'\r' && x == b'\n')) {
-                let c = b as char;
+            if b < 0x80 && next.is_none_or(|x| x < 0x80 && !(b == b'\r' && x == b'\n'))
+                || b < 0x80 && self.fast_graphemes && text.get(i + 1..).is_some_and(starts_simple)
+            {
+                let part = &text[i..i + 1];
                 match &self.ascii[b as usize] {
-                    Some(rep) => {
-                        modified = true;
-                        push_replacement(&mut t, &text[i..i + 1], rep);
-                    }
-                    None => t.push((c, 0)),
+                    Some(rep) => sink.replace(part, rep),
+                    None => sink.keep(part),
                 }
                 i += 1;
                 continue;
+            }
+            if self.fast_graphemes {
+                let mut chars = text[i..].chars();
+                if let Some(c) = chars.next().filter(|&c| is_simple(c)) {
+                    if chars.next().is_none_or(|n| n.is_ascii() || is_simple(n)) {
+                        // A cluster of its own (see `is_simple`): what the cluster path
+                        // below does with a one-character cluster.
+                        let part = &text[i..i + c.len_utf8()];
+                        i += part.len();
+                        match self.map.shortest_match(part.as_bytes()) {
+                            Some((_, rep)) => sink.replace(part, rep),
+                            None => sink.keep(part),
+                        }
+                        continue;
+                    }
+                }
             }
             // Segmentation restarts here at a grapheme boundary, which gives the same clusters
             // as segmenting the whole text (the rules look back only inside a cluster).
@@ -172,26 +293,18 @@ impl Normalizer for Precompiled {
             i += g.len();
             if g.len() < 6 {
                 if let Some((_, rep)) = self.map.shortest_match(g.as_bytes()) {
-                    modified = true;
-                    push_replacement(&mut t, g, rep);
+                    sink.replace(g, rep);
                     continue;
                 }
             }
             for (j, c) in g.char_indices() {
                 let part = &g[j..j + c.len_utf8()];
                 match self.map.shortest_match(part.as_bytes()) {
-                    Some((_, rep)) => {
-                        modified = true;
-                        push_replacement(&mut t, part, rep);
-                    }
-                    None => t.push((c, 0)),
+                    Some((_, rep)) => sink.replace(part, rep),
+                    None => sink.keep(part),
                 }
             }
         }
-        if modified {
-            n.transform(t, 0);
-        }
-        Ok(())
     }
 }
 
@@ -213,6 +326,90 @@ mod tests {
         n.transform(t, 0);
         assert_eq!(n.get(), "TMg");
         assert_eq!(n.convert_normalized_range(2..3), Some(4..5));
+    }
+
+    #[test]
+    fn simple_characters_end_their_cluster() {
+        // Every `is_simple` character, and every ASCII one, followed by an ASCII or an
+        // `is_simple` character is a cluster of its own for the segmenter itself.
+        let ranges = [
+            (0xC0u32, 0x17F),
+            (0x391, 0x3C9),
+            (0x410, 0x44F),
+            (0x621, 0x64A),
+            (0x3001, 0x3002),
+            (0x3041, 0x3096),
+            (0x30A1, 0x30FA),
+            (0x4E00, 0x9FFF),
+            (0xFF01, 0xFF5E),
+        ];
+        let mut followers: Vec<char> = ranges
+            .iter()
+            .flat_map(|&(a, b)| [a, (a + b) / 2, b])
+            .filter_map(char::from_u32)
+            .collect();
+        followers.extend(['a', ' ', '\r', '\n', '\t', '\u{7f}', '0']);
+        let mut firsts: Vec<char> = (0..128u8).map(char::from).collect();
+        for &(a, b) in &ranges {
+            firsts.extend((a..=b).filter_map(char::from_u32));
+        }
+        for &c in &firsts {
+            assert!(c.is_ascii() || is_simple(c));
+            for &n in &followers {
+                assert!(n.is_ascii() || is_simple(n));
+                if c == '\r' && n == '\n' {
+                    continue;
+                }
+                let s = format!("{c}{n}");
+                assert_eq!(s.graphemes(true).next(), Some(&s[..c.len_utf8()]), "{s:?}");
+            }
+        }
+        // Just outside the ranges the shortcut is not taken.
+        for c in [
+            '\u{BF}', '\u{180}', '\u{3099}', '\u{30FB}', '\u{AC00}', '\u{600}',
+        ] {
+            assert!(!is_simple(c));
+        }
+    }
+
+    #[test]
+    fn cluster_shortcut_changes_nothing() {
+        // The T5 charsmap (NFKC rules) with and without the shortcut, on text mixing simple
+        // characters with what extends or joins clusters: combining marks, voiced-sound
+        // marks, ZWJ and emoji, Hangul jamo, a Prepend character, Devanagari conjuncts, CR LF.
+        let dir = crate::test_data_dir();
+        let Ok(json) = std::fs::read_to_string(format!("{dir}/t5-small/tokenizer.json")) else {
+            eprintln!("skipped: t5-small/tokenizer.json not found under {dir}");
+            return;
+        };
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let b64 = v["normalizer"]["precompiled_charsmap"].as_str().unwrap();
+        let fast = Precompiled::from_bytes(&decode_base64(b64).unwrap()).unwrap();
+        let slow = Precompiled {
+            fast_graphemes: false,
+            ..Precompiled::from_bytes(&decode_base64(b64).unwrap()).unwrap()
+        };
+        let alphabet: Vec<char> = "aZ \r\n中文ｶﾞガカ\u{3099}ﾞ\u{301}éÀŒ\u{200d}👍\u{1f3fb}ᄀ\u{1161}\u{11a8}한\u{600}١ب\u{64b}क\u{94d}षि①ＡΩЖ、。ㇰ\u{fe0f}ﬁ"
+            .chars()
+            .collect();
+        let mut next = crate::test_rng(0x51_7cc1_b727_220au64);
+        let (mut a, mut b) = (String::new(), String::new());
+        for _ in 0..20_000 {
+            let len = (next() % 12) as usize;
+            let text: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            fast.normalize_text(&text, &mut a).unwrap().unwrap();
+            slow.normalize_text(&text, &mut b).unwrap().unwrap();
+            assert_eq!(a, b, "{text:?}");
+            let mut x = NormalizedString::from(text.as_str());
+            let mut y = NormalizedString::from(text.as_str());
+            fast.normalize(&mut x).unwrap();
+            slow.normalize(&mut y).unwrap();
+            assert_eq!(x.get(), a, "{text:?}");
+            assert_eq!(y.get(), a, "{text:?}");
+            assert_eq!(x.alignments(), y.alignments(), "{text:?}");
+        }
     }
 
     #[test]

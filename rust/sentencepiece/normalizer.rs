@@ -186,51 +186,46 @@ impl SpNormalizer {
             add_ws(out, norm_to_orig, consumed);
         }
         // A plain ASCII character is its own normalization (`normalize_prefix` would return
-        // it unchanged), so runs of them are copied at once; a plain space is handled
-        // exactly as the general loop below handles " ".
-        // A byte of `ascii_plain_before_ascii` followed by an ASCII byte (or the end) has no
-        // rule that can match there, so it is plain at that position too.
+        // it unchanged), so it is copied as it is; a plain space is handled exactly as the
+        // general loop below handles " ". A byte of `ascii_plain_before_ascii` followed by an
+        // ASCII byte (or the end) has no rule that can match there, so it is plain at that
+        // position too. The masks are split in two u64 halves (a u128 shift by a variable
+        // costs several instructions, and this test runs once per byte).
         let plain = self.ascii_plain;
         let weak = self.ascii_plain_before_ascii;
+        let halves = |m: u128| [m as u64, (m >> 64) as u64];
+        let (plain2, weak2) = (halves(plain), halves(weak));
+        let bit = |m: &[u64; 2], b: u8| (m[usize::from(b >> 6)] >> (b & 63)) & 1 == 1;
         let plain_at = |inp: &[u8], i: usize| {
             inp.get(i).is_some_and(|&b| {
                 b < 0x80
-                    && ((plain >> b) & 1 == 1
-                        || (weak >> b) & 1 == 1 && inp.get(i + 1).is_none_or(|&c| c < 0x80))
+                    && (bit(&plain2, b)
+                        || bit(&weak2, b) && inp.get(i + 1).is_none_or(|&c| c < 0x80))
             })
         };
-        // One mask test per byte: stop at a space or a byte that is neither; a weak byte is
-        // wrong only right before a non-ASCII byte, which also stops the run, so only the
-        // last byte of the run needs the second look.
-        let either = (plain | weak) & !(1u128 << b' ');
         let mut is_prev_space = self.remove_extra_whitespaces;
         while !inp.is_empty() {
             if plain | weak != 0 {
-                let mut run = inp
-                    .iter()
-                    .position(|&b| b >= 0x80 || (either >> b) & 1 == 0)
-                    .unwrap_or(inp.len());
-                if run > 0 && run < inp.len() && !plain_at(inp, run - 1) {
-                    run -= 1;
-                }
-                if run > 0 {
-                    let rest = inp.get(run..).unwrap_or_default();
-                    // `consumed` is where `inp` starts in `input`; an ASCII run ends on a
-                    // character boundary.
-                    out.push_str(input.get(consumed..consumed + run).unwrap_or_default());
-                    norm_to_orig.extend(consumed..consumed + run);
-                    consumed += run;
-                    inp = rest;
-                    is_prev_space = false;
-                    continue;
-                }
-                if inp.first() == Some(&b' ') && plain_at(inp, 0) {
-                    if !is_prev_space {
-                        add_ws(out, norm_to_orig, consumed);
+                // The plain prefix, one byte at a time (words are short: a run copy would
+                // pay its setup per word).
+                let mut k = 0usize;
+                while plain_at(inp, k) {
+                    let b = inp[k];
+                    if b == b' ' {
+                        if !is_prev_space {
+                            add_ws(out, norm_to_orig, consumed + k);
+                        }
+                        is_prev_space = self.remove_extra_whitespaces;
+                    } else {
+                        out.push(char::from(b));
+                        norm_to_orig.push(consumed + k);
+                        is_prev_space = false;
                     }
-                    is_prev_space = self.remove_extra_whitespaces;
-                    consumed += 1;
-                    inp = inp.get(1..).unwrap_or_default();
+                    k += 1;
+                }
+                if k > 0 {
+                    consumed += k;
+                    inp = inp.get(k..).unwrap_or_default();
                     continue;
                 }
             }

@@ -203,8 +203,25 @@ impl SpUnigram {
         out: &mut Vec<SpPiece>,
         cache: Option<&mut WordCache>,
     ) -> Result<()> {
-        let n = bytes.len();
-        let unk_score = self.min_score - UNK_PENALTY;
+        match cache {
+            None => {
+                let unk_score = self.min_score - UNK_PENALTY;
+                // The furthest position any candidate has reached (what re-centring must
+                // cover).
+                let mut frontier = 0usize;
+                let mut s = 0usize;
+                self.start_lattice(best, bytes.len(), 0.0);
+                while s < bytes.len() {
+                    s += self.step(bytes, best, s, &mut frontier, unk_score, None);
+                }
+                backtrack(best, bytes.len(), 0, out)
+            }
+            Some(cache) => self.segment_words(bytes, best, out, cache),
+        }
+    }
+
+    /// A lattice for `n` bytes whose position 0 holds `x`, every other one unreached.
+    fn start_lattice(&self, best: &mut Vec<Best>, n: usize, x: f32) {
         best.clear();
         best.resize(
             n + 1,
@@ -215,121 +232,111 @@ impl SpUnigram {
             },
         );
         if let Some(b) = best.first_mut() {
-            b.score = 0.0;
+            b.score = x;
         }
-        // The furthest position any candidate has reached (what re-centring must cover).
-        let mut frontier = 0usize;
+    }
+
+    /// The segmentation word by word (`words_ok`). A word is 0 or a `▁` up to the next `▁`:
+    /// no piece (nor unknown character) crosses a `▁`, so the reference's lattice up to a
+    /// word start `s` is final there, the word's part of it depends only on `x = best[s]`,
+    /// and the backtrack from the end passes through `s`. So each word gets its own lattice
+    /// from `x` (re-centred at `s` exactly as the reference does at that position; nothing
+    /// past `s` is reached yet, so only `x` itself changes), is backtracked at once, and hands
+    /// the score at its end to the next word: the same float32 operations in the same order
+    /// as one lattice over the whole text, and the same pieces. A cache hit needs no lattice:
+    /// its pieces are pushed directly and the running score summed along them.
+    fn segment_words(
+        &self,
+        bytes: &[u8],
+        best: &mut Vec<Best>,
+        out: &mut Vec<SpPiece>,
+        cache: &mut WordCache,
+    ) -> Result<()> {
+        let n = bytes.len();
+        let unk_score = self.min_score - UNK_PENALTY;
+        let word_end = |s: usize| {
+            bytes
+                .get(s + 1..)
+                .and_then(find_space)
+                .map_or(n, |k| s + 1 + k)
+        };
+        // The best score at the current word start.
+        let mut x = 0f32;
         let mut s = 0usize;
-        match cache {
-            None => {
-                while s < n {
-                    s += self.step(bytes, best, s, &mut frontier, unk_score, None);
-                }
+        // The next word is found (and its cache line requested) one word ahead, so the
+        // table's memory latency overlaps the current word's work.
+        let mut q = word_end(0);
+        let mut key = WordKey::new(bytes.get(..q).unwrap_or_default());
+        while s < n {
+            let q2 = if q < n { word_end(q) } else { n };
+            let key2 = WordKey::new(bytes.get(q..q2).unwrap_or_default());
+            if let Some(k) = &key2 {
+                cache.prefetch(k);
             }
-            Some(cache) => {
-                // `s` is 0 or a `▁`, so no piece crosses it (`words_ok`): the lattice up to
-                // `s` is final, and the word up to the next `▁` depends only on `best[s]`.
-                let word_end = |s: usize| {
-                    bytes
-                        .get(s + 1..)
-                        .and_then(find_space)
-                        .map_or(n, |k| s + 1 + k)
-                };
-                // The next word is found (and its cache line requested) one word ahead, so
-                // the table's memory latency overlaps the current word's work.
-                let mut q = word_end(0);
-                let mut key = WordKey::new(bytes.get(..q).unwrap_or_default());
-                while s < n {
-                    let q2 = if q < n { word_end(q) } else { n };
-                    let key2 = WordKey::new(bytes.get(q..q2).unwrap_or_default());
-                    if let Some(k) = &key2 {
-                        cache.prefetch(k);
+            let key = std::mem::replace(&mut key, key2);
+            let q = std::mem::replace(&mut q, q2);
+            if !(-SCORE_RESET_THRESHOLD..=SCORE_RESET_THRESHOLD).contains(&x) {
+                x = 0.0;
+            }
+            let word = bytes.get(s..q).unwrap_or_default();
+            let slot = key.as_ref().and_then(|k| cache.get(k));
+            if let Some(e) = slot.filter(|e| x.abs() <= e.xmax) {
+                // Exact by `WordCache`'s argument: the reference's best path over the word
+                // from `x`, and the float32 scores it stores along it.
+                let mut at = s;
+                for k in 0..usize::from(e.n).min(MAX_STEPS) {
+                    let (id, len) = (e.ids[k], e.lens[k]);
+                    let score = if len & UNK_STEP != 0 {
+                        unk_score
+                    } else {
+                        self.match_scores.get(id as usize).copied().unwrap_or(0.0)
+                    };
+                    x += score; // as the reference's `score + till` (commutative)
+                    let end = at + usize::from(len & !UNK_STEP);
+                    out.push(SpPiece { id, start: at, end });
+                    at = end;
+                }
+                cache.hits += 1;
+                s = q;
+                continue;
+            }
+            self.start_lattice(best, word.len(), x);
+            let mut frontier = 0usize;
+            let mut p = 0usize;
+            match key {
+                Some(key) if slot.is_none() => {
+                    // Run the word's positions as usual while the same trie walks fill the
+                    // word's exact lattice, then cache what it allows.
+                    let sc = &mut cache.scratch;
+                    sc.clear();
+                    sc.resize(word.len() + 1, Exact::UNREACHED);
+                    if let Some(c) = sc.first_mut() {
+                        c.v = 0.0;
                     }
-                    let key = std::mem::replace(&mut key, key2);
-                    let q = std::mem::replace(&mut q, q2);
-                    let x = recentre(best, s, frontier);
-                    let word = bytes.get(s..q).unwrap_or_default();
-                    let slot = key.as_ref().and_then(|k| cache.get(k));
-                    if let Some(e) = slot.filter(|e| x.abs() <= e.xmax) {
-                        // Exact by `WordCache`'s argument: the reference's best path over the
-                        // word from `x`, and the float32 scores it stores along it.
-                        let mut at = s;
-                        let mut v = x;
-                        for k in 0..usize::from(e.n).min(MAX_STEPS) {
-                            let (id, len) = (e.ids[k], e.lens[k]);
-                            let score = if len & UNK_STEP != 0 {
-                                unk_score
-                            } else {
-                                self.match_scores.get(id as usize).copied().unwrap_or(0.0)
-                            };
-                            v += score; // as the reference's `score + till` (commutative)
-                            let end = at + usize::from(len & !UNK_STEP);
-                            if let Some(c) = best.get_mut(end) {
-                                *c = Best {
-                                    score: v,
-                                    start: at as u32,
-                                    id,
-                                };
-                            }
-                            at = end;
-                        }
-                        cache.hits += 1;
-                        frontier = frontier.max(q);
-                        s = q;
-                        continue;
+                    let mut biggest = 0f64;
+                    let mut chars = 0usize;
+                    while p < word.len() {
+                        let ex = Some((&mut sc[..], 0, &mut biggest));
+                        p += self.step(word, best, p, &mut frontier, unk_score, ex);
+                        chars += 1;
                     }
-                    match key {
-                        Some(key) if slot.is_none() => {
-                            // Run the word's positions as usual while the same trie walks
-                            // fill the word's exact lattice, then cache what it allows.
-                            let start = s;
-                            let sc = &mut cache.scratch;
-                            sc.clear();
-                            sc.resize(word.len() + 1, Exact::UNREACHED);
-                            if let Some(c) = sc.first_mut() {
-                                c.v = 0.0;
-                            }
-                            let mut biggest = 0f64;
-                            let mut chars = 0usize;
-                            while s < q {
-                                let ex = Some((&mut sc[..], start, &mut biggest));
-                                s += self.step(bytes, best, s, &mut frontier, unk_score, ex);
-                                chars += 1;
-                            }
-                            let entry = exact_entry(sc, chars, biggest)
-                                // A cheap guard on the argument: the path just taken must be
-                                // the entry's whenever the entry applies to `x`.
-                                .filter(|e| x.abs() > e.xmax || path_matches(best, start, q, e))
-                                .unwrap_or(Slot::REFUSED);
-                            cache.insert(&key, entry);
-                        }
-                        _ => {
-                            while s < q {
-                                s += self.step(bytes, best, s, &mut frontier, unk_score, None);
-                            }
-                        }
+                    let entry = exact_entry(sc, chars, biggest)
+                        // A cheap guard on the argument: the path just taken must be the
+                        // entry's whenever the entry applies to `x`.
+                        .filter(|e| x.abs() > e.xmax || path_matches(best, 0, word.len(), e))
+                        .unwrap_or(Slot::REFUSED);
+                    cache.insert(&key, entry);
+                }
+                _ => {
+                    while p < word.len() {
+                        p += self.step(word, best, p, &mut frontier, unk_score, None);
                     }
                 }
             }
+            backtrack(best, word.len(), s, out)?;
+            x = best.get(word.len()).map_or(0.0, |b| b.score);
+            s = q;
         }
-        let first = out.len();
-        let mut end = n;
-        while end > 0 {
-            let b = best[end];
-            let start = b.start as usize;
-            if start >= end {
-                return Err(Error::invalid(
-                    "sentencepiece Unigram: unreachable position in the lattice",
-                ));
-            }
-            out.push(SpPiece {
-                id: b.id,
-                start,
-                end,
-            });
-            end = start;
-        }
-        out[first..].reverse();
         Ok(())
     }
 
@@ -396,6 +403,33 @@ impl SpUnigram {
         *frontier = (*frontier).max(s + longest);
         mblen
     }
+}
+
+/// Push the best path ending at `n` (positions offset by `base`), in text order.
+fn backtrack(best: &[Best], n: usize, base: usize, out: &mut Vec<SpPiece>) -> Result<()> {
+    let first = out.len();
+    let mut end = n;
+    while end > 0 {
+        let b = best.get(end).copied().ok_or_else(|| {
+            Error::invalid("sentencepiece Unigram: lattice shorter than the text")
+        })?;
+        let start = b.start as usize;
+        if start >= end {
+            return Err(Error::invalid(
+                "sentencepiece Unigram: unreachable position in the lattice",
+            ));
+        }
+        out.push(SpPiece {
+            id: b.id,
+            start: base + start,
+            end: base + end,
+        });
+        end = start;
+    }
+    if let Some(t) = out.get_mut(first..) {
+        t.reverse();
+    }
+    Ok(())
 }
 
 /// Re-centre path scores on `best[s]` when it has left ±1e5, as the reference does at every
