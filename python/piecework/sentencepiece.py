@@ -96,6 +96,17 @@ class SentencePieceProcessor:
         enable_sampling: bool = False,
         **_defaults: Any,
     ) -> Any:
+        # Fast path for the common call, one str with default options: straight to Rust (the
+        # general dispatch below costs about as much as encoding a short line).
+        if (
+            type(input) is str
+            and out_type is add_bos is add_eos is reverse is None
+            and not enable_sampling
+            and self._out_type is int
+            and not (self._add_bos or self._add_eos or self._reverse)
+            and self._sp is not None
+        ):
+            return self._sp.encode_ids(input)
         if enable_sampling:
             raise ValueError("piecework: enable_sampling is not supported")
         out_type = self._out_type if out_type is None else out_type

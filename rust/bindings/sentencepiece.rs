@@ -46,22 +46,25 @@ impl PySentencePiece {
         reverse: bool,
         emit_unk_piece: bool,
     ) -> PyResult<Extra> {
-        let bos =
-            match (add_bos, self.inner.bos_id()) {
-                (false, _) => None,
-                (true, Some(id)) => Some(id),
-                (true, None) => return Err(PyValueError::new_err(
+        // The ids are looked up only when asked for (a string lookup each, per call).
+        let bos = if add_bos {
+            Some(self.inner.bos_id().ok_or_else(|| {
+                PyValueError::new_err(
                     "INVALID_ARGUMENT: BOS token is not defined as a control symbol in this model.",
-                )),
-            };
-        let eos =
-            match (add_eos, self.inner.eos_id()) {
-                (false, _) => None,
-                (true, Some(id)) => Some(id),
-                (true, None) => return Err(PyValueError::new_err(
+                )
+            })?)
+        } else {
+            None
+        };
+        let eos = if add_eos {
+            Some(self.inner.eos_id().ok_or_else(|| {
+                PyValueError::new_err(
                     "INVALID_ARGUMENT: EOS token is not defined as a control symbol in this model.",
-                )),
-            };
+                )
+            })?)
+        } else {
+            None
+        };
         if emit_unk_piece && self.inner.unk_id().is_none() {
             return Err(PyValueError::new_err(
                 "INVALID_ARGUMENT: UNK token is not defined in this model.",
@@ -76,7 +79,9 @@ impl PySentencePiece {
     }
 
     fn ids_one(&self, text: &str, ex: Extra) -> Result<Vec<u32>, Error> {
-        let mut out = Vec::new();
+        // Room for a typical line's ids up front (a few bytes per id), so the vector rarely
+        // grows; capped so a huge text does not reserve for nothing.
+        let mut out = Vec::with_capacity((text.len() / 3 + 4).min(1 << 16));
         self.inner.encode_ids(text, &mut out)?;
         if ex.reverse {
             out.reverse();

@@ -5,20 +5,20 @@
 //! leftmost on equal scores, until none is left. UNUSED results are split back into the two
 //! symbols that made them; unknown symbols fall back to bytes or fuse into one unk piece.
 //!
-//! The merge candidates are precomputed as a pair table (left symbol, right symbol) →
-//! (score rank, merged piece) from every two-way split of every mergeable piece, so the shared
-//! heap engine (`models::bpe::engine`) does the work in O(n log n).
+//! The merge candidates are precomputed as a pair table (left symbol, right symbol) → merged
+//! piece from every two-way split of every mergeable piece (its score rank looked up by id).
+//! Short spans are merged over stack arrays (`bpe_tables::merge_short`), long ones by the
+//! shared heap engine (`models::bpe::engine`) in O(n log n).
 
+use super::bpe_tables::{
+    merge_short, with_span_table, CharKeys, PairTable, DEAD, LONG_MAX_SPAN, SHORT,
+};
 use super::vocab::{PieceEntry, PieceType, Segmenter, SpPiece};
 use crate::error::{Error, Result};
 use crate::models::bpe::engine::Word;
 use ahash::AHashMap;
 use std::cell::RefCell;
-use std::sync::Mutex;
-
-/// Lookup id of a symbol that can never merge (frozen user-defined match, or a character that
-/// no piece starts or ends with).
-const DEAD: u32 = u32::MAX - 1;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A byte trie over the user-defined pieces, for longest-prefix matching.
 #[derive(Default)]
@@ -82,21 +82,28 @@ pub struct SpBpe {
     byte_fallback: bool,
     byte_ids: [u32; 256],
     user_defined: PrefixMatcher,
-    /// Lookup id of each single character that takes part in some merge: its piece id, or a
-    /// "virtual" id `>= kinds.len()` for a character that is not itself a piece.
-    char_ids: AHashMap<char, u32>,
-    /// `char_ids` for ASCII characters (DEAD when absent), without hashing.
-    ascii_ids: [u32; 128],
-    /// For each virtual id, the id the character gets in the output (reserved piece or unk).
-    virtual_out: Vec<u32>,
-    /// (left, right) packed → (rank of the merged piece's score, merged piece id).
-    pairs: AHashMap<u64, (u32, u32)>,
+    /// Lookup key of each single character that takes part in some merge: its piece id, or a
+    /// "virtual" key `>= kinds.len()` for a character that is not itself a piece.
+    chars: CharKeys,
+    /// Output id of each key below `DEAD`: for a piece, itself unless a reserved piece has
+    /// the same string (reserved wins, as in `piece_to_id`); for a virtual key, the id its
+    /// character gets (reserved piece or unk).
+    key_out: Vec<u32>,
+    /// Whether every `DEAD` symbol is unknown: no user-defined pieces, and no reserved piece
+    /// is a single character (so `piece_to_id` of a dead character is always unk).
+    dead_is_unk: bool,
+    /// (left key, right key) → merged piece id.
+    pairs: PairTable,
+    /// Rank of each piece's score (0 = highest); only merged pieces are asked.
+    ranks: Vec<u32>,
     has_unused: bool,
     /// Where the normalized string may be cut into independent spans (see `Cut`).
     cut: Cut,
-    /// Merged spans, keyed by their text (only used when `cut` is not `Cut::Never`).
-    cache: SpanCache,
+    /// Key of this model's per-thread span caches (`bpe_tables::with_span_table`).
+    uid: u64,
 }
+
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 /// Where no merge and no user-defined match can ever cross, so that the string may be cut
 /// there and each span segmented on its own (and cached).
@@ -123,138 +130,9 @@ enum Cut {
     AfterSpace,
 }
 
-/// Words of at most this many symbols are merged by scanning (`Word::merge_small`).
-const SMALL_WORD: usize = 16;
-
-/// Spans longer than this (in bytes) are merged without the cache.
-const CACHE_MAX_SPAN: usize = 24;
-/// Spans with more pieces than this are not cached.
-const CACHE_MAX_RUNS: usize = 6;
-const CACHE_SHARDS: usize = 16;
-/// Slots per shard (a power of two): 16 × 4096 × 64 bytes = 4 MiB in all.
-const CACHE_SLOTS: usize = 4096;
-
-/// One cached span in one cache line: its text and its (output id, byte length) runs, before
-/// unknown fusion and byte fallback. `tag == 0` marks an empty slot.
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Slot {
-    tag: u32,
-    key_len: u8,
-    n: u8,
-    lens: [u8; CACHE_MAX_RUNS],
-    ids: [u32; CACHE_MAX_RUNS],
-    key: [u8; CACHE_MAX_SPAN],
-}
-
-const EMPTY_SLOT: Slot = Slot {
-    tag: 0,
-    key_len: 0,
-    n: 0,
-    lens: [0; CACHE_MAX_RUNS],
-    ids: [0; CACHE_MAX_RUNS],
-    key: [0; CACHE_MAX_SPAN],
-};
-
-/// A shard on its own cache line, so two threads using two shards do not share a line.
-#[repr(align(64))]
-struct Shard(Mutex<Box<[Slot]>>);
-
-/// Merged spans: a direct-mapped table (a new span replaces the one in its slot, so memory is
-/// bounded and no eviction pass is needed). Sharded, and `try_lock` only: a thread that finds
-/// a shard busy recomputes instead of waiting, so threads never serialize (and a lock held
-/// across `fork` only turns that shard off in the child). A hit compares the whole key, so
-/// it is exact whatever the hash does.
-struct SpanCache {
-    shards: Vec<Shard>,
-}
-
-/// The span zero-padded to the key width, and its hash.
-#[inline]
-fn span_key(span: &[u8]) -> Option<([u8; CACHE_MAX_SPAN], u64)> {
-    let mut key = [0u8; CACHE_MAX_SPAN];
-    key.get_mut(..span.len())?.copy_from_slice(span);
-    let mut h = span.len() as u64;
-    for c in key.chunks_exact(8) {
-        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        h = (h.rotate_left(23) ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-    Some((key, h ^ (h >> 29)))
-}
-
-impl SpanCache {
-    fn new() -> Self {
-        SpanCache {
-            shards: (0..CACHE_SHARDS)
-                .map(|_| Shard(Mutex::new(vec![EMPTY_SLOT; CACHE_SLOTS].into_boxed_slice())))
-                .collect(),
-        }
-    }
-
-    #[inline]
-    fn locate(&self, h: u64) -> (Option<&Shard>, usize, u32) {
-        let shard = self.shards.get((h >> 58) as usize % CACHE_SHARDS);
-        let idx = (h as usize) & (CACHE_SLOTS - 1);
-        (shard, idx, ((h >> 26) as u32) | 1)
-    }
-
-    /// Append the cached runs of `span` (starting at byte `base`) to `out`; false on a miss.
-    fn get(&self, span: &str, base: usize, out: &mut Vec<(u32, usize, usize)>) -> bool {
-        let Some((key, h)) = span_key(span.as_bytes()) else {
-            return false;
-        };
-        let (shard, idx, tag) = self.locate(h);
-        let Some(Ok(slots)) = shard.map(|s| s.0.try_lock()) else {
-            return false;
-        };
-        let Some(slot) = slots.get(idx) else {
-            return false;
-        };
-        if slot.tag != tag || slot.key_len as usize != span.len() || slot.key != key {
-            return false;
-        }
-        let mut pos = base;
-        for (&id, &len) in slot.ids.iter().zip(&slot.lens).take(slot.n as usize) {
-            out.push((id, pos, pos + len as usize));
-            pos += len as usize;
-        }
-        true
-    }
-
-    fn set(&self, span: &str, runs: &[(u32, usize, usize)]) {
-        if runs.len() > CACHE_MAX_RUNS {
-            return;
-        }
-        let Some((key, h)) = span_key(span.as_bytes()) else {
-            return;
-        };
-        let mut slot = Slot {
-            tag: 0,
-            key_len: span.len() as u8,
-            n: runs.len() as u8,
-            key,
-            ..EMPTY_SLOT
-        };
-        for ((dst_id, dst_len), &(id, s, e)) in slot.ids.iter_mut().zip(&mut slot.lens).zip(runs) {
-            *dst_id = id;
-            // A run lies inside a span of at most CACHE_MAX_SPAN bytes.
-            *dst_len = e.saturating_sub(s) as u8;
-        }
-        let (shard, idx, tag) = self.locate(h);
-        slot.tag = tag;
-        let Some(Ok(mut slots)) = shard.map(|s| s.0.try_lock()) else {
-            return;
-        };
-        if let Some(dst) = slots.get_mut(idx) {
-            *dst = slot;
-        }
-    }
-}
-
-#[inline]
-fn pair_key(a: u32, b: u32) -> u64 {
-    (u64::from(a) << 32) | u64::from(b)
-}
+/// Spans longer than this many symbols (or any span of a vocabulary with UNUSED pieces) go
+/// to the heap engine.
+const _: () = assert!(SHORT >= 2);
 
 fn byte_piece(b: u8) -> String {
     format!("<0x{b:02X}>")
@@ -345,17 +223,18 @@ impl SpBpe {
             byte_fallback,
             byte_ids,
             user_defined,
-            char_ids: AHashMap::new(),
-            ascii_ids: [DEAD; 128],
-            virtual_out: Vec::new(),
-            pairs: AHashMap::new(),
+            chars: CharKeys::new(&AHashMap::new()),
+            key_out: Vec::new(),
+            dead_is_unk: false,
+            pairs: PairTable::new(&[], 0),
+            ranks: pieces.iter().map(|p| rank_of(p.score)).collect(),
             has_unused: false,
             cut: Cut::Never,
-            cache: SpanCache::new(),
+            uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
         };
         let mut char_ids: AHashMap<char, u32> = AHashMap::new();
         let mut virtual_out: Vec<u32> = Vec::new();
-        let mut pairs: AHashMap<u64, (u32, u32)> = AHashMap::new();
+        let mut pairs: Vec<(u32, u32, u32)> = Vec::new();
         let mut unused_splits: AHashMap<u32, u32> = AHashMap::new();
         let (mut cross_before, mut cross_after) = (false, false);
         // The lookup id of a symbol string, if it can be a symbol: a mergeable piece, or any
@@ -387,13 +266,12 @@ impl SpBpe {
             if p.kind == PieceType::Unused {
                 sb.has_unused = true;
             }
-            let rank = rank_of(p.score);
             for (b, _) in p.piece.char_indices().skip(1) {
                 let (l, r) = p.piece.split_at(b);
                 let (Some(lid), Some(rid)) = (symbol_id(l, &sb), symbol_id(r, &sb)) else {
                     continue;
                 };
-                pairs.insert(pair_key(lid, rid), (rank, i as u32));
+                pairs.push((lid, rid, i as u32));
                 if p.kind == PieceType::Unused {
                     *unused_splits.entry(i as u32).or_insert(0) += 1;
                 }
@@ -427,13 +305,24 @@ impl SpBpe {
         } else {
             Cut::Never
         };
-        for (c, slot) in sb.ascii_ids.iter_mut().enumerate() {
-            *slot = char_ids.get(&(c as u8 as char)).copied().unwrap_or(DEAD);
-        }
+        // Keys and merged ids are below n + virtual_out.len() (< DEAD, checked above).
+        sb.pairs = PairTable::new(&pairs, n + virtual_out.len() as u32);
+        sb.chars = CharKeys::new(&char_ids);
         sb.pieces = normal;
-        sb.char_ids = char_ids;
-        sb.virtual_out = virtual_out;
-        sb.pairs = pairs;
+        sb.key_out = (0..n)
+            .map(|k| match sb.kinds.get(k as usize) {
+                Some(PieceType::Normal | PieceType::UserDefined | PieceType::Unused) => pieces
+                    .get(k as usize)
+                    .and_then(|p| sb.reserved.get(&p.piece))
+                    .copied()
+                    .unwrap_or(k),
+                // Not a key (keys below n are mergeable pieces).
+                _ => sb.unk_id,
+            })
+            .chain(virtual_out)
+            .collect();
+        sb.dead_is_unk =
+            sb.user_defined.is_empty() && !sb.reserved.keys().any(|s| s.chars().nth(1).is_none());
         Ok(sb)
     }
 
@@ -446,21 +335,22 @@ impl SpBpe {
             .unwrap_or(self.unk_id)
     }
 
-    /// The output id of a live symbol.
+    /// The output id of a live symbol with lookup key `key` and text `text`: what
+    /// `piece_to_id(text)` gives (a symbol with a key below `DEAD` has that key's string as
+    /// its text, so `key_out` holds the answer).
+    #[inline]
     fn output_id(&self, key: u32, text: &str) -> u32 {
-        let n = self.kinds.len() as u32;
         if key == DEAD {
-            self.piece_to_id(text)
-        } else if key >= n {
-            self.virtual_out
-                .get((key - n) as usize)
+            if self.dead_is_unk {
+                self.unk_id
+            } else {
+                self.piece_to_id(text)
+            }
+        } else {
+            self.key_out
+                .get(key as usize)
                 .copied()
                 .unwrap_or(self.unk_id)
-        } else if self.reserved.is_empty() {
-            key
-        } else {
-            // A string may be both a mergeable and a reserved piece; reserved wins.
-            self.piece_to_id(text)
         }
     }
 
@@ -477,64 +367,108 @@ impl Segmenter for SpBpe {
         if u32::try_from(normalized.len()).is_err() {
             return Err(Error::invalid("sentencepiece BPE: input longer than 4 GiB"));
         }
-        let run = |sc: &mut Scratch| {
-            let r = self.segment_with(normalized, out, sc);
-            sc.word.trim();
-            if sc.out_ids.capacity() > 1 << 16 {
-                sc.out_ids = Vec::new();
-            }
-            r
-        };
-        // Thread-local scratch space; fresh space when it is unavailable (a re-entrant call,
-        // or a thread being torn down) instead of a panic.
-        let mut run = Some(run);
-        let r = SCRATCH.try_with(|cell| match cell.try_borrow_mut() {
-            Ok(mut sc) => run.take().map(|mut f| f(&mut sc)),
-            Err(_) => None,
-        });
-        match (r, run) {
-            (Ok(Some(r)), _) => r,
-            (_, Some(mut f)) => f(&mut Scratch::default()),
-            (_, None) => Err(Error::other("sentencepiece BPE: scratch space unavailable")),
-        }
+        with_scratch(|sc| {
+            self.runs(normalized, sc);
+            self.emit(normalized, out, sc)
+        })
     }
 }
 
+/// Run `f` on this thread's scratch space, or on fresh space when it is unavailable (a
+/// re-entrant call, or a thread being torn down) instead of a panic; big leftovers are freed.
+fn with_scratch<R>(mut f: impl FnMut(&mut Scratch) -> R) -> R {
+    let mut run = |sc: &mut Scratch| {
+        let r = f(sc);
+        sc.word.trim();
+        if sc.out_ids.capacity() > 1 << 16 {
+            sc.out_ids = Vec::new();
+        }
+        r
+    };
+    SCRATCH
+        .try_with(|cell| match cell.try_borrow_mut() {
+            Ok(mut sc) => run(&mut sc),
+            Err(_) => run(&mut Scratch::default()),
+        })
+        .unwrap_or_else(|_| run(&mut Scratch::default()))
+}
+
 impl SpBpe {
-    fn segment_with(&self, text: &str, out: &mut Vec<SpPiece>, sc: &mut Scratch) -> Result<()> {
+    /// Segment `normalized` and append only the output ids (what `segment` gives, without the
+    /// spans): the same runs, then the same unknown fusion and byte fallback as `emit`.
+    pub fn segment_ids(&self, normalized: &str, out: &mut Vec<u32>) -> Result<()> {
+        if normalized.is_empty() {
+            return Ok(());
+        }
+        if u32::try_from(normalized.len()).is_err() {
+            return Err(Error::invalid("sentencepiece BPE: input longer than 4 GiB"));
+        }
+        with_scratch(|sc| {
+            self.runs(normalized, sc);
+            let mut prev_unk = false;
+            for &(id, s, e) in &sc.out_ids {
+                // As in `emit`: a CONTROL symbol is unknown.
+                let id = if self.kind(id) == Some(PieceType::Control) {
+                    self.unk_id
+                } else {
+                    id
+                };
+                if id == self.unk_id {
+                    if self.byte_fallback {
+                        let piece = normalized.as_bytes().get(s..e).unwrap_or_default();
+                        out.extend(piece.iter().map(|&b| self.byte_ids[usize::from(b)]));
+                    } else if !prev_unk {
+                        out.push(id);
+                    }
+                    prev_unk = true;
+                } else {
+                    out.push(id);
+                    prev_unk = false;
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// The final symbols of `text` as (output id, start, end) in `sc.out_ids`, before unknown
+    /// fusion and byte fallback: span by span through this thread's cache when the string
+    /// may be cut, else as one sequence.
+    fn runs(&self, text: &str, sc: &mut Scratch) {
         sc.out_ids.clear();
         if self.cut == Cut::Never {
             self.merge_span(text, 0, sc);
-        } else {
+            return;
+        }
+        with_span_table(self.uid, |mut table| {
             let bytes = text.as_bytes();
             let mut start = 0;
             while start < bytes.len() {
                 let end = self.span_end(bytes, start);
                 let span = text.get(start..end).unwrap_or("");
-                if span.len() <= CACHE_MAX_SPAN {
-                    if !self.cache.get(span, start, &mut sc.out_ids) {
-                        let from = sc.out_ids.len();
-                        self.merge_span(span, start, sc);
-                        if let Some(runs) = sc.out_ids.get(from..) {
-                            self.cache.set(span, runs);
+                match table.as_deref_mut() {
+                    Some(t) if span.len() <= LONG_MAX_SPAN => {
+                        if !t.get(span.as_bytes(), start, &mut sc.out_ids) {
+                            let from = sc.out_ids.len();
+                            self.merge_span(span, start, sc);
+                            if let Some(runs) = sc.out_ids.get(from..) {
+                                t.set(span.as_bytes(), runs);
+                            }
                         }
                     }
-                } else {
-                    self.merge_span(span, start, sc);
+                    _ => self.merge_span(span, start, sc),
                 }
                 start = end;
             }
-        }
-        self.emit(text, out, sc)
+        });
     }
 
-    /// The whole-string path, whatever `cut` says (the reference the span path is tested
-    /// against).
+    /// The whole-string path through the heap engine, whatever `cut` says and however short
+    /// the text (the reference the span and short paths are tested against).
     #[cfg(test)]
     fn segment_whole(&self, text: &str, out: &mut Vec<SpPiece>) -> Result<()> {
         let mut sc = Scratch::default();
         sc.out_ids.clear();
-        self.merge_span(text, 0, &mut sc);
+        self.merge_span_heap(text, 0, &mut sc);
         self.emit(text, out, &mut sc)
     }
 
@@ -580,53 +514,68 @@ impl SpBpe {
         }
     }
 
+    /// The initial symbol at byte `i`: a user-defined match (frozen), else one character.
+    #[inline]
+    fn symbol_at(&self, bytes: &[u8], i: usize) -> (u32, usize) {
+        if !self.user_defined.is_empty() {
+            if let Some(len) = bytes.get(i..).and_then(|b| self.user_defined.longest(b)) {
+                return (DEAD, len);
+            }
+        }
+        self.chars.at(bytes, i)
+    }
+
     /// Merge `text` (a span starting at byte `base` of the normalized string) as one
     /// sequence and append its final symbols, UNUSED pieces split back, to `sc.out_ids`.
+    /// Short spans of vocabularies without UNUSED pieces take `merge_short`, which applies
+    /// the same rule as the heap engine (see there); the others take the heap engine.
     fn merge_span(&self, text: &str, base: usize, sc: &mut Scratch) {
+        if self.has_unused {
+            return self.merge_span_heap(text, base, sc);
+        }
+        let bytes = text.as_bytes();
+        let mut keys = [0u32; SHORT];
+        let mut lens = [0u32; SHORT];
+        let mut n = 0;
+        let mut i = 0;
+        while i < bytes.len() && n < SHORT {
+            let (key, len) = self.symbol_at(bytes, i);
+            keys[n] = key;
+            lens[n] = len as u32;
+            n += 1;
+            i += len;
+        }
+        if i < bytes.len() {
+            return self.merge_span_heap(text, base, sc);
+        }
+        let m = merge_short(&mut keys, &mut lens, n, &self.pairs, &self.ranks);
+        let mut pos = 0usize;
+        for (&key, &len) in keys.iter().zip(&lens).take(m) {
+            let end = pos + len as usize;
+            let id = self.output_id(key, text.get(pos..end).unwrap_or(""));
+            sc.out_ids.push((id, base + pos, base + end));
+            pos = end;
+        }
+    }
+
+    /// `merge_span` through the heap engine (`Word::merge_all`), for any length and with
+    /// UNUSED resegmentation.
+    fn merge_span_heap(&self, text: &str, base: usize, sc: &mut Scratch) {
         let bytes = text.as_bytes();
         let word = &mut sc.word;
         word.clear();
         sc.rev.clear();
         let mut i = 0;
         while i < bytes.len() {
-            let ud = if self.user_defined.is_empty() {
-                None
-            } else {
-                self.user_defined.longest(&bytes[i..])
-            };
-            let (key, len) = match ud {
-                Some(len) => (DEAD, len),
-                None if bytes[i] < 0x80 => (
-                    self.ascii_ids
-                        .get(bytes[i] as usize)
-                        .copied()
-                        .unwrap_or(DEAD),
-                    1,
-                ),
-                None => {
-                    let c = text[i..].chars().next().unwrap_or('\0');
-                    (
-                        self.char_ids.get(&c).copied().unwrap_or(DEAD),
-                        c.len_utf8().max(1),
-                    )
-                }
-            };
-            word.push(key, len as u32);
-            i += len;
+            let (key, len) = self.symbol_at(bytes, i);
+            word.push(key, len.max(1) as u32);
+            i += len.max(1);
         }
-        let lookup = |a: u32, b: u32| self.pairs.get(&pair_key(a, b)).copied();
-        // Pieces are distinct strings, so `merge_small` gives `merge_all`'s result and
-        // queue order (see there).
-        if word.symbols.len() <= SMALL_WORD {
-            let rev = &mut sc.rev;
-            let kinds = &self.kinds;
-            let has_unused = self.has_unused;
-            word.merge_small(lookup, |new, l, r| {
-                if has_unused && kinds.get(new as usize) == Some(&PieceType::Unused) {
-                    rev.insert(new, (l, r));
-                }
-            });
-        } else if self.has_unused {
+        let lookup = |a: u32, b: u32| {
+            let id = self.pairs.get(a, b)?;
+            Some((self.ranks.get(id as usize).copied().unwrap_or(u32::MAX), id))
+        };
+        if self.has_unused {
             let rev = &mut sc.rev;
             let kinds = &self.kinds;
             word.merge_all(lookup, None::<fn() -> bool>, |new, l, r| {
@@ -645,7 +594,7 @@ impl SpBpe {
             while let Some((key, s, e)) = sc.stack.pop() {
                 let piece = text.get(s..e).unwrap_or("");
                 let id = self.output_id(key, piece);
-                if self.kind(id) == Some(PieceType::Unused) {
+                if self.has_unused && self.kind(id) == Some(PieceType::Unused) {
                     if let Some(&(l, r)) = sc.rev.get(&id) {
                         let left_len = self.symbol_len(l, piece);
                         // Right first: the stack pops the left part next.
@@ -996,6 +945,9 @@ mod tests {
                 m.0.segment(&t, &mut a).unwrap();
                 m.0.segment_whole(&t, &mut b).unwrap();
                 assert_eq!(a, b, "{t:?}");
+                let mut ids = Vec::new();
+                m.0.segment_ids(&t, &mut ids).unwrap();
+                assert!(ids.iter().eq(b.iter().map(|p| &p.id)), "{t:?}");
                 let bytes = t.as_bytes();
                 if !t.is_empty() && m.0.span_end(bytes, 0) < bytes.len() {
                     multi += 1;
@@ -1077,6 +1029,40 @@ mod tests {
             a != b
         });
         assert!(differs);
+    }
+
+    /// Long words (more than `SHORT` symbols, so the heap engine) and short ones against the
+    /// whole-string heap path, with merges that chain far.
+    #[test]
+    fn short_and_long_spans_match_the_heap_engine() {
+        let m = model(
+            &[
+                "ab:-1",
+                "ba:-1",
+                "aa:-2",
+                "abab:-3",
+                "aab:-3",
+                "baa:-4",
+                "bb:-5",
+                "abb:-5",
+                "▁a:-2",
+                "▁b:-6",
+                "▁ab:-7",
+                "▁▁:-1e9",
+            ],
+            "ab",
+        );
+        let mut next = crate::test_rng(0xABCD_1234);
+        for _ in 0..2000 {
+            let len = (next() % 90) as usize;
+            let t: String = (0..len)
+                .map(|_| ['a', 'b', 'a', 'b', '▁', 'é'][(next() % 6) as usize])
+                .collect();
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            m.0.segment(&t, &mut a).unwrap();
+            m.0.segment_whole(&t, &mut b).unwrap();
+            assert_eq!(a, b, "{t:?}");
+        }
     }
 
     #[test]

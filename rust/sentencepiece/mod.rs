@@ -9,6 +9,7 @@
 //! the last zero-width at the character's start.
 
 pub mod bpe;
+mod bpe_tables;
 pub mod normalizer;
 pub mod simple;
 pub mod trie;
@@ -71,6 +72,8 @@ pub struct SentencePiece {
     normalizer: SpNormalizer,
     denormalizer: Option<SpNormalizer>,
     segmenter: Box<dyn Segmenter>,
+    /// The BPE segmenter again (shared with `segmenter`), for the ids-only path.
+    bpe: Option<Arc<bpe::SpBpe>>,
     /// Each piece's type, packed (read once per token on the hot path).
     kinds: Vec<PieceType>,
     unk_id: u32,
@@ -118,9 +121,10 @@ fn make_normalizer(s: &NormalizerSettings, treat_ws_as_suffix: bool) -> Result<S
     Ok(n)
 }
 
-/// The score-ranked BPE segmenter (`bpe.rs`).
-fn make_bpe(pieces: &[PieceEntry], unk_id: u32, byte_fallback: bool) -> Result<Box<dyn Segmenter>> {
-    Ok(Box::new(bpe::SpBpe::new(pieces, unk_id, byte_fallback)?))
+impl Segmenter for Arc<bpe::SpBpe> {
+    fn segment(&self, normalized: &str, out: &mut Vec<SpPiece>) -> Result<()> {
+        self.as_ref().segment(normalized, out)
+    }
 }
 
 impl SentencePiece {
@@ -264,9 +268,20 @@ impl SentencePiece {
             None => None,
         };
         let lookup = Arc::new(lookup);
+        let bpe = match data.model_type {
+            ModelType::Bpe => Some(Arc::new(bpe::SpBpe::new(
+                &data.pieces,
+                unk_id,
+                data.byte_fallback,
+            )?)),
+            _ => None,
+        };
         let segmenter: Box<dyn Segmenter> = match data.model_type {
             ModelType::Unigram => Box::new(unigram::SpUnigram::new(&data.pieces, unk_id)?),
-            ModelType::Bpe => make_bpe(&data.pieces, unk_id, data.byte_fallback)?,
+            ModelType::Bpe => match &bpe {
+                Some(b) => Box::new(b.clone()),
+                None => return Err(Error::other("sentencepiece BPE: segmenter missing")),
+            },
             ModelType::Word => Box::new(SpWord {
                 lookup: lookup.clone(),
             }),
@@ -282,6 +297,7 @@ impl SentencePiece {
             normalizer,
             denormalizer,
             segmenter,
+            bpe,
             kinds,
             unk_id,
             byte_ids,
@@ -416,6 +432,14 @@ impl SentencePiece {
 
     /// Encode `text`, appending only the ids.
     pub fn encode_ids(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        if let Some(bpe) = &self.bpe {
+            return self.encode_ids_bpe(bpe, text, out);
+        }
+        self.encode_ids_general(text, out)
+    }
+
+    /// `encode_ids` through the token path (offsets and all), the reference of the fast path.
+    fn encode_ids_general(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
         TOKENS.with(|cell| {
             let mut toks = cell.take();
             toks.clear();
@@ -424,6 +448,27 @@ impl SentencePiece {
                 out.extend(toks.iter().map(|t| t.id));
             }
             cell.set(toks);
+            r
+        })
+    }
+
+    /// `encode_ids` for BPE: normalize, then the segmenter's ids directly. The tokens of
+    /// `encode_core` are those ids in order: BPE's `emit` already maps CONTROL symbols to
+    /// unk, fuses unknown runs and applies byte fallback, every piece covers its span, so
+    /// the token loop only copies ids (`segment_ids` repeats `emit`'s id logic exactly).
+    fn encode_ids_bpe(&self, bpe: &bpe::SpBpe, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        NORMALIZED.with(|cell| {
+            let mut normalized = cell.take();
+            let r = SCRATCH.with(|sc_cell| {
+                let mut sc = sc_cell.take();
+                let r = self
+                    .normalizer
+                    .normalize(text, &mut normalized, &mut sc.n2o)
+                    .and_then(|()| bpe.segment_ids(&normalized, out));
+                sc_cell.set(sc);
+                r
+            });
+            cell.set(normalized);
             r
         })
     }
@@ -852,6 +897,56 @@ mod tests {
             true,
         );
         assert!(SentencePiece::from_data(missing_bytes).is_err());
+    }
+
+    /// The BPE ids-only path against the token path, on models with byte fallback or
+    /// unknown fusion, a character typed CONTROL, a user-defined piece and a piece that is
+    /// also reserved.
+    #[test]
+    fn bpe_ids_path_matches_the_token_path() {
+        use PieceType::*;
+        for (byte_fallback, plain) in [(false, false), (true, false), (false, true), (true, true)] {
+            let mut v = vec![
+                entry("<unk>", 0.0, Unknown),
+                entry("<s>", 0.0, Control),
+                entry("c", 0.0, Control),
+                entry("▁", -1.0, Normal),
+                entry("a", -1.0, Normal),
+                entry("b", -1.0, Normal),
+                entry("▁a", -2.0, Normal),
+                entry("ab", -3.0, Normal),
+                entry("ba", -3.0, Normal),
+                entry("bc", -4.0, Normal),
+                entry("▁ab", -5.0, Normal),
+                entry("XY", 0.0, UserDefined),
+            ];
+            if plain {
+                // No user-defined or single-character reserved piece: dead symbols are unk.
+                v.retain(|p| p.piece != "c" && p.piece != "XY");
+            }
+            if byte_fallback {
+                for b in 0..=255u8 {
+                    v.push(entry(&format!("<0x{b:02X}>"), 0.0, Byte));
+                }
+            }
+            let mut d = data(v, byte_fallback);
+            d.model_type = ModelType::Bpe;
+            d.normalizer.add_dummy_prefix = true;
+            d.normalizer.escape_whitespaces = true;
+            let sp = SentencePiece::from_data(d).unwrap();
+            let mut next = crate::test_rng(0x7777_0001);
+            let alphabet = ['a', 'b', 'c', ' ', 'é', 'X', 'Y', '😀', 'a', 'b'];
+            for _ in 0..3000 {
+                let len = (next() % 50) as usize;
+                let t: String = (0..len)
+                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                    .collect();
+                let (mut fast, mut slow) = (Vec::new(), Vec::new());
+                sp.encode_ids(&t, &mut fast).unwrap();
+                sp.encode_ids_general(&t, &mut slow).unwrap();
+                assert_eq!(fast, slow, "{t:?}");
+            }
+        }
     }
 
     #[test]
