@@ -10,6 +10,53 @@ pub(crate) mod batch;
 mod sentencepiece;
 mod tokenizer;
 
+use pyo3::types::PyList;
+
+/// Ids per chunk of shared Python ints, and the chunks kept: ids below 4096, where
+/// vocabularies put their characters, punctuation and most frequent words. Sharing ints
+/// spread over a whole large vocabulary measured slower (each reference count touched is a
+/// cache miss, where a fresh int reuses memory just freed).
+const INT_CHUNK: usize = 1024;
+const INT_CHUNKS: usize = 4;
+
+/// Python ints for the small ids, made once per process a chunk at a time on first use and
+/// shared: a list of ids then holds new references to them instead of a new int per id (an
+/// allocation and a free each). Ints are immutable, so sharing them changes nothing visible.
+static INTS: [pyo3::sync::PyOnceLock<Box<[Py<PyAny>]>>; INT_CHUNKS] =
+    [const { pyo3::sync::PyOnceLock::new() }; INT_CHUNKS];
+
+/// `ids` as a Python list of ints.
+pub(crate) fn ids_list<'py>(py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
+    let int = |id: u32| -> Bound<'py, PyAny> {
+        let (c, i) = (id as usize / INT_CHUNK, id as usize % INT_CHUNK);
+        let shared = INTS.get(c).map(|cell| {
+            cell.get_or_init(py, || {
+                (0..INT_CHUNK)
+                    .map(|j| {
+                        pyo3::types::PyInt::new(py, c * INT_CHUNK + j)
+                            .into_any()
+                            .unbind()
+                    })
+                    .collect()
+            })
+        });
+        match shared.and_then(|chunk| chunk.get(i)) {
+            Some(obj) => obj.bind(py).clone(),
+            None => pyo3::types::PyInt::new(py, id).into_any(),
+        }
+    };
+    PyList::new(py, ids.iter().map(|&id| int(id)))
+}
+
+/// Rows of ids as a Python list of lists of ints.
+pub(crate) fn ids_lists<'py>(py: Python<'py>, rows: &[Vec<u32>]) -> PyResult<Bound<'py, PyList>> {
+    let lists = rows
+        .iter()
+        .map(|r| ids_list(py, r))
+        .collect::<PyResult<Vec<_>>>()?;
+    PyList::new(py, lists)
+}
+
 create_exception!(
     piecework,
     TokenizerError,

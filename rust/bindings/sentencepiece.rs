@@ -2,7 +2,7 @@
 //! Every per-text and per-token step runs here (batches in parallel, without the GIL); the
 //! Python class only dispatches on argument shapes.
 
-use super::to_py_err;
+use super::{ids_list, ids_lists, to_py_err};
 use crate::error::Error;
 use crate::parallel::map_batch;
 use crate::sentencepiece::vocab::PieceType;
@@ -203,30 +203,33 @@ impl PySentencePiece {
     }
 
     #[pyo3(signature = (text, add_bos = false, add_eos = false, reverse = false))]
-    fn encode_ids(
+    fn encode_ids<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         text: &str,
         add_bos: bool,
         add_eos: bool,
         reverse: bool,
-    ) -> PyResult<Vec<u32>> {
+    ) -> PyResult<Bound<'py, PyList>> {
         let ex = self.extra(add_bos, add_eos, reverse, false)?;
-        py.detach(|| self.ids_one(text, ex)).map_err(to_py_err)
+        let ids = py.detach(|| self.ids_one(text, ex)).map_err(to_py_err)?;
+        ids_list(py, &ids)
     }
 
     #[pyo3(signature = (texts, add_bos = false, add_eos = false, reverse = false))]
-    fn encode_ids_batch(
+    fn encode_ids_batch<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         texts: Vec<String>,
         add_bos: bool,
         add_eos: bool,
         reverse: bool,
-    ) -> PyResult<Vec<Vec<u32>>> {
+    ) -> PyResult<Bound<'py, PyList>> {
         let ex = self.extra(add_bos, add_eos, reverse, false)?;
-        py.detach(|| map_batch(&texts, |t| t.len(), |t| self.ids_one(t, ex)))
-            .map_err(to_py_err)
+        let rows = py
+            .detach(|| map_batch(&texts, |t| t.len(), |t| self.ids_one(t, ex)))
+            .map_err(to_py_err)?;
+        ids_lists(py, &rows)
     }
 
     #[pyo3(signature = (text, add_bos = false, add_eos = false, reverse = false, emit_unk_piece = false))]

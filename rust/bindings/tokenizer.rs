@@ -5,7 +5,7 @@
 //! or replace the `Arc`, never while encoding, so any number of threads can encode (with the GIL
 //! released) while another reconfigures, and each call sees one whole configuration.
 
-use super::to_py_err;
+use super::{ids_list, ids_lists, to_py_err};
 use crate::encoding::{
     Direction, Encoding, PaddingParams, PaddingStrategy, TruncationParams, TruncationStrategy,
 };
@@ -162,42 +162,6 @@ impl PyTokenizer {
         *guard = Arc::new(next);
         Ok(())
     }
-}
-
-/// Ids per chunk of shared Python ints, and the chunks kept: ids below 4096, where
-/// vocabularies put their characters, punctuation and most frequent words. Sharing ints
-/// spread over a whole large vocabulary measured slower (each reference count touched is a
-/// cache miss, where a fresh int reuses memory just freed).
-const INT_CHUNK: usize = 1024;
-const INT_CHUNKS: usize = 4;
-
-/// Python ints for the small ids, made once per process a chunk at a time on first use and
-/// shared: a list of ids then holds new references to them instead of a new int per id (an
-/// allocation and a free each). Ints are immutable, so sharing them changes nothing visible.
-static INTS: [pyo3::sync::PyOnceLock<Box<[Py<PyAny>]>>; INT_CHUNKS] =
-    [const { pyo3::sync::PyOnceLock::new() }; INT_CHUNKS];
-
-/// `ids` as a Python list of ints.
-fn ids_list<'py>(py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
-    let int = |id: u32| -> Bound<'py, PyAny> {
-        let (c, i) = (id as usize / INT_CHUNK, id as usize % INT_CHUNK);
-        let shared = INTS.get(c).map(|cell| {
-            cell.get_or_init(py, || {
-                (0..INT_CHUNK)
-                    .map(|j| {
-                        pyo3::types::PyInt::new(py, c * INT_CHUNK + j)
-                            .into_any()
-                            .unbind()
-                    })
-                    .collect()
-            })
-        });
-        match shared.and_then(|chunk| chunk.get(i)) {
-            Some(obj) => obj.bind(py).clone(),
-            None => pyo3::types::PyInt::new(py, id).into_any(),
-        }
-    };
-    PyList::new(py, ids.iter().map(|&id| int(id)))
 }
 
 #[pymethods]
@@ -397,15 +361,17 @@ impl PyTokenizer {
 
     /// The ids of many texts (no padding), encoded in parallel.
     #[pyo3(signature = (texts, add_special_tokens = true))]
-    fn encode_batch_ids(
+    fn encode_batch_ids<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         texts: Vec<String>,
         add_special_tokens: bool,
-    ) -> PyResult<Vec<Vec<u32>>> {
+    ) -> PyResult<Bound<'py, PyList>> {
         let tok = self.snapshot();
-        py.detach(|| batch_ids(&tok, &texts, add_special_tokens))
-            .map_err(to_py_err)
+        let rows = py
+            .detach(|| batch_ids(&tok, &texts, add_special_tokens))
+            .map_err(to_py_err)?;
+        ids_lists(py, &rows)
     }
 
     /// The ids of many texts as one flat buffer plus row splits (zero-copy to numpy / Arrow).
