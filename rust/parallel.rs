@@ -89,3 +89,25 @@ where
         items.iter().map(f).collect()
     }
 }
+
+/// The entry of model `uid` in a thread's list of per-model caches, made by `make` when
+/// missing; the oldest entry goes first when `max` models are already held. Caches are per
+/// thread so that lookups take no lock and threads never wait on each other.
+pub(crate) fn model_cache<T>(
+    caches: &mut Vec<(u64, T)>,
+    uid: u64,
+    max: usize,
+    make: impl FnOnce() -> T,
+) -> &mut T {
+    let pos = match caches.iter().position(|c| c.0 == uid) {
+        Some(p) => p,
+        None => {
+            if caches.len() >= max.max(1) {
+                caches.remove(0);
+            }
+            caches.push((uid, make()));
+            caches.len() - 1
+        }
+    };
+    &mut caches[pos].1
+}

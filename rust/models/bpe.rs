@@ -760,18 +760,13 @@ impl Bpe {
         let mut f = Some(f);
         let r = IDS_CACHES.try_with(|c| {
             let mut caches = c.try_borrow_mut().ok()?;
-            let i = match caches.iter().position(|x| x.0 == self.uid) {
-                Some(i) => i,
-                None => {
-                    if caches.len() >= IDS_CACHE_MODELS {
-                        caches.remove(0);
-                    }
-                    caches.push((self.uid, ids_cache::IdsTable::default()));
-                    caches.len() - 1
-                }
-            };
-            let table = caches.get_mut(i).map(|x| &mut x.1);
-            f.take().map(|f| f(table))
+            let table = crate::parallel::model_cache(
+                &mut caches,
+                self.uid,
+                IDS_CACHE_MODELS,
+                ids_cache::IdsTable::default,
+            );
+            f.take().map(|f| f(Some(table)))
         });
         match (r, f) {
             (Ok(Some(r)), _) => r,

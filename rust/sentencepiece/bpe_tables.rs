@@ -549,19 +549,12 @@ thread_local! {
 pub(super) fn with_span_table<R>(uid: u64, mut f: impl FnMut(Option<&mut SpanTable>) -> R) -> R {
     SPAN_TABLES
         .try_with(|cell| match cell.try_borrow_mut() {
-            Ok(mut tables) => {
-                let pos = match tables.iter().position(|t| t.0 == uid) {
-                    Some(p) => p,
-                    None => {
-                        if tables.len() >= CACHE_MODELS {
-                            tables.remove(0);
-                        }
-                        tables.push((uid, SpanTable::new()));
-                        tables.len() - 1
-                    }
-                };
-                f(tables.get_mut(pos).map(|t| &mut t.1))
-            }
+            Ok(mut tables) => f(Some(crate::parallel::model_cache(
+                &mut tables,
+                uid,
+                CACHE_MODELS,
+                SpanTable::new,
+            ))),
             Err(_) => f(None),
         })
         .unwrap_or_else(|_| f(None))

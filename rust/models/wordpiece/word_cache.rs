@@ -238,18 +238,7 @@ impl WordCache {
 /// take no lock and threads never wait on each other), made when missing; the oldest goes when
 /// more than `MODELS` models are in use.
 pub(crate) fn cache_for(caches: &mut Vec<(u64, WordCache)>, uid: u64) -> &mut WordCache {
-    let pos = match caches.iter().position(|c| c.0 == uid) {
-        Some(p) => p,
-        None => {
-            if caches.len() >= MODELS {
-                caches.remove(0);
-            }
-            caches.push((uid, WordCache::default()));
-            caches.len() - 1
-        }
-    };
-    // `pos` is in range: found, or the entry just pushed.
-    &mut caches[pos].1
+    crate::parallel::model_cache(caches, uid, MODELS, WordCache::default)
 }
 
 #[cfg(test)]
