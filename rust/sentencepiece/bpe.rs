@@ -361,16 +361,7 @@ impl SpBpe {
 
 impl Segmenter for SpBpe {
     fn segment(&self, normalized: &str, out: &mut Vec<SpPiece>) -> Result<()> {
-        if normalized.is_empty() {
-            return Ok(());
-        }
-        if u32::try_from(normalized.len()).is_err() {
-            return Err(Error::invalid("sentencepiece BPE: input longer than 4 GiB"));
-        }
-        with_scratch(|sc| {
-            self.runs(normalized, sc);
-            self.emit(normalized, out, sc)
-        })
+        self.with_runs(normalized, |sc| self.emit(normalized, out, sc))
     }
 }
 
@@ -394,9 +385,13 @@ fn with_scratch<R>(mut f: impl FnMut(&mut Scratch) -> R) -> R {
 }
 
 impl SpBpe {
-    /// Segment `normalized` and append only the output ids (what `segment` gives, without the
-    /// spans): the same runs, then the same unknown fusion and byte fallback as `emit`.
-    pub fn segment_ids(&self, normalized: &str, out: &mut Vec<u32>) -> Result<()> {
+    /// The runs of `normalized` in this thread's scratch space, then `f` on them; nothing for
+    /// an empty input.
+    fn with_runs(
+        &self,
+        normalized: &str,
+        mut f: impl FnMut(&mut Scratch) -> Result<()>,
+    ) -> Result<()> {
         if normalized.is_empty() {
             return Ok(());
         }
@@ -405,6 +400,14 @@ impl SpBpe {
         }
         with_scratch(|sc| {
             self.runs(normalized, sc);
+            f(sc)
+        })
+    }
+
+    /// Segment `normalized` and append only the output ids (what `segment` gives, without the
+    /// spans): the same runs, then the same unknown fusion and byte fallback as `emit`.
+    pub fn segment_ids(&self, normalized: &str, out: &mut Vec<u32>) -> Result<()> {
+        self.with_runs(normalized, |sc| {
             let mut prev_unk = false;
             for &(id, s, e) in &sc.out_ids {
                 // As in `emit`: a CONTROL symbol is unknown.
@@ -426,8 +429,8 @@ impl SpBpe {
                     prev_unk = false;
                 }
             }
-        });
-        Ok(())
+            Ok(())
+        })
     }
 
     /// The final symbols of `text` as (output id, start, end) in `sc.out_ids`, before unknown

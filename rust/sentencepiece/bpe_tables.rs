@@ -301,30 +301,10 @@ const EMPTY_SLOT: Slot = Slot {
     n: 0,
 };
 
-/// A span of 1..=24 bytes as three integers, read with overlapping loads instead of a
-/// variable-length copy. With the length (which a slot also compares) they determine the
-/// bytes: the loads cover every position (for 8..=24 bytes, [0, 8), [(n - 8) / 2, +8) and
-/// [n - 8, n) leave no gap), and overlapping only repeats bytes.
+/// A span of 1..=24 bytes as three integers (`text::overlap_key`).
 #[inline]
 fn span_key(s: &[u8]) -> Option<[u64; 3]> {
-    let n = s.len();
-    let u64_at = |i: usize| {
-        s.get(i..i + 8)
-            .and_then(|b| b.try_into().ok())
-            .map_or(0, u64::from_le_bytes)
-    };
-    let u32_at = |i: usize| {
-        s.get(i..i + 4)
-            .and_then(|b| b.try_into().ok())
-            .map_or(0, u32::from_le_bytes)
-    };
-    let byte = |i: usize| s.get(i).copied().map_or(0, u64::from);
-    Some(match n {
-        1..=3 => [byte(0) | byte(n / 2) << 8 | byte(n - 1) << 16, 0, 0],
-        4..=7 => [u64::from(u32_at(0)) | u64::from(u32_at(n - 4)) << 32, 0, 0],
-        8..=CACHE_MAX_SPAN => [u64_at(0), u64_at((n - 8) / 2), u64_at(n - 8)],
-        _ => return None,
-    })
+    crate::text::overlap_key::<3>(s)
 }
 
 #[inline]

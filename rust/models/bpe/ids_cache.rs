@@ -45,30 +45,11 @@ pub struct IdsTable {
     overflow: Vec<u32>,
 }
 
-/// The word as two integers, read with overlapping loads instead of a variable-length copy
-/// (which compiles to a `memcpy` call). Together with the length, which the slot also
-/// compares, the pair determines the bytes: overlapping halves only repeat bytes.
+/// The word as two integers (`text::overlap_key`); an empty word (never cached) is (0, 0).
 #[inline]
 fn key(word: &[u8]) -> (u64, u64) {
-    let n = word.len();
-    let u64_at = |i: usize| {
-        word.get(i..i + 8)
-            .and_then(|b| b.try_into().ok())
-            .map_or(0, u64::from_le_bytes)
-    };
-    let u32_at = |i: usize| {
-        word.get(i..i + 4)
-            .and_then(|b| b.try_into().ok())
-            .map_or(0, u32::from_le_bytes)
-    };
-    let byte = |i: usize| word.get(i).copied().map_or(0, u64::from);
-    match n {
-        0 => (0, 0),
-        1..=3 => (byte(0) | byte(n / 2) << 8 | byte(n - 1) << 16, 0),
-        4..=7 => (u64::from(u32_at(0)) | u64::from(u32_at(n - 4)) << 32, 0),
-        8 => (u64_at(0), 0),
-        _ => (u64_at(0), u64_at(n - 8)),
-    }
+    let [k0, k1] = crate::text::overlap_key::<2>(word).unwrap_or_default();
+    (k0, k1)
 }
 
 /// (set index, tag) of a key: the set from the top bits of a multiply-shift hash, the tag
