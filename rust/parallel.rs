@@ -90,6 +90,124 @@ where
     }
 }
 
+/// Finished chunks of `map_batch_streamed`: (index of the chunk's first item, its results);
+/// `Err(None)` marks a chunk whose task panicked (the scope re-raises that panic).
+pub type Chunks<R, E> = Vec<(usize, Result<Vec<R>, Option<E>>)>;
+
+/// `f` over every item like `map_batch`, but the results reach `take(first_index, results)` on
+/// the calling thread chunk by chunk, as the pool finishes them, in any order. The caller's
+/// serial work on results (building Python objects) then overlaps the parallel encoding
+/// instead of following it. `wait(next)` must call `next()`, which blocks until chunks are
+/// ready; it is the caller's hook to release a lock (the GIL) while blocked. After an error,
+/// the chunks not started yet are skipped and the first error is returned.
+pub fn map_batch_streamed<T, R, E>(
+    items: &[T],
+    bytes: impl Fn(&T) -> usize,
+    f: impl Fn(&T) -> Result<R, E> + Sync,
+    mut wait: impl FnMut(&(dyn Fn() -> Chunks<R, E> + Sync)) -> Chunks<R, E>,
+    mut take: impl FnMut(usize, Vec<R>) -> Result<(), E>,
+) -> Result<(), E>
+where
+    T: Sync,
+    R: Send,
+    E: Send,
+{
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Condvar;
+    let threads = num_threads();
+    let big = items.len() >= MIN_ITEMS
+        || (items.len() >= 2 && items.iter().map(&bytes).sum::<usize>() >= MIN_BYTES);
+    let pool = if big && threads > 1 { pool() } else { None };
+    let Some(pool) = pool else {
+        let all = wait(&|| {
+            vec![(
+                0,
+                items
+                    .iter()
+                    .map(&f)
+                    .collect::<Result<Vec<R>, E>>()
+                    .map_err(Some),
+            )]
+        });
+        for (start, res) in all {
+            match res {
+                Ok(rows) => take(start, rows)?,
+                Err(Some(e)) => return Err(e),
+                Err(None) => {}
+            }
+        }
+        return Ok(());
+    };
+    // Small chunks keep the caller busy early and the threads balanced; many chunks per
+    // thread cost one lock and one wake-up each.
+    let len = (items.len() / (threads * 16)).clamp(1, 256);
+    let nchunks = items.len().div_ceil(len);
+    let ready: (Mutex<Chunks<R, E>>, Condvar) = (Mutex::new(Vec::new()), Condvar::new());
+    let stop = AtomicBool::new(false);
+
+    /// Hands a task's result over even when the task panics, so the caller never waits for
+    /// a chunk that will not come.
+    struct Hand<'a, R, E> {
+        ready: &'a (Mutex<Chunks<R, E>>, Condvar),
+        start: usize,
+        res: Result<Vec<R>, Option<E>>,
+    }
+    impl<R, E> Drop for Hand<'_, R, E> {
+        fn drop(&mut self) {
+            let res = std::mem::replace(&mut self.res, Err(None));
+            let mut q = self.ready.0.lock().unwrap_or_else(|e| e.into_inner());
+            q.push((self.start, res));
+            self.ready.1.notify_one();
+        }
+    }
+
+    let mut first_err = None;
+    pool.in_place_scope(|s| {
+        for (k, chunk) in items.chunks(len).enumerate() {
+            let (ready, stop, f) = (&ready, &stop, &f);
+            s.spawn(move |_| {
+                let mut hand = Hand {
+                    ready,
+                    start: k * len,
+                    res: Err(None),
+                };
+                hand.res = if stop.load(Ordering::Relaxed) {
+                    Ok(Vec::new())
+                } else {
+                    chunk
+                        .iter()
+                        .map(f)
+                        .collect::<Result<Vec<R>, E>>()
+                        .map_err(Some)
+                };
+            });
+        }
+        let next = || {
+            let mut q = ready.0.lock().unwrap_or_else(|e| e.into_inner());
+            while q.is_empty() {
+                q = ready.1.wait(q).unwrap_or_else(|e| e.into_inner());
+            }
+            std::mem::take(&mut *q)
+        };
+        let mut got = 0;
+        while got < nchunks {
+            for (start, res) in wait(&next) {
+                got += 1;
+                let failed = match res {
+                    Ok(rows) if first_err.is_none() => take(start, rows).err(),
+                    Ok(_) | Err(None) => None,
+                    Err(Some(e)) => Some(e),
+                };
+                if let Some(e) = failed {
+                    stop.store(true, Ordering::Relaxed);
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+    });
+    first_err.map_or(Ok(()), Err)
+}
+
 /// The entry of model `uid` in a thread's list of per-model caches, made by `make` when
 /// missing; the oldest entry goes first when `max` models are already held. Caches are per
 /// thread so that lookups take no lock and threads never wait on each other.
@@ -110,4 +228,74 @@ pub(crate) fn model_cache<T>(
         }
     };
     &mut caches[pos].1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `map_batch_streamed` with a plain wait, its results put back in item order.
+    fn streamed(items: &[u32], fail_at: Option<u32>) -> Result<Vec<u64>, String> {
+        let mut out = vec![None; items.len()];
+        map_batch_streamed(
+            items,
+            |_| 4096,
+            |&x| match fail_at {
+                Some(f) if x == f => Err(format!("item {x}")),
+                _ => Ok(u64::from(x) * 3 + 1),
+            },
+            |next| next(),
+            |start, rows| {
+                for (i, r) in rows.into_iter().enumerate() {
+                    if out[start + i].replace(r).is_some() {
+                        return Err(format!("slot {} twice", start + i));
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        out.into_iter()
+            .enumerate()
+            .map(|(i, r)| r.ok_or(format!("slot {i} never filled")))
+            .collect()
+    }
+
+    #[test]
+    fn streamed_matches_serial_map_for_every_size_and_thread_count() {
+        for threads in [1, 2, 3] {
+            set_num_threads(threads);
+            for n in [0, 1, 2, 7, 8, 63, 64, 65, 1000, 5003] {
+                let items: Vec<u32> = (0..n).map(|i| i * 7 % 1009).collect();
+                let want: Vec<u64> = items.iter().map(|&x| u64::from(x) * 3 + 1).collect();
+                assert_eq!(streamed(&items, None), Ok(want), "n={n} threads={threads}");
+            }
+        }
+        set_num_threads(0);
+    }
+
+    #[test]
+    fn streamed_returns_an_error_of_a_failing_item() {
+        set_num_threads(2);
+        let items: Vec<u32> = (0..3000).collect();
+        let err = streamed(&items, Some(1234));
+        assert_eq!(err, Err("item 1234".to_string()));
+        set_num_threads(0);
+    }
+
+    #[test]
+    fn streamed_re_raises_a_task_panic_instead_of_waiting_forever() {
+        set_num_threads(2);
+        let items: Vec<u32> = (0..500).collect();
+        let r = std::panic::catch_unwind(|| {
+            map_batch_streamed(
+                &items,
+                |_| 4096,
+                |&x| if x == 300 { panic!("boom") } else { Ok::<_, ()>(x) },
+                |next| next(),
+                |_, _| Ok(()),
+            )
+        });
+        assert!(r.is_err());
+        set_num_threads(0);
+    }
 }

@@ -19,22 +19,39 @@ def compare():
     return mod
 
 
-def test_chunks_cover_a_prefix_in_order(compare):
-    text = "".join(f"line {i} é\n" for i in range(5000))
-    docs = compare._chunks(text, 20_000, 3_000)
-    joined = "".join(docs)
-    assert text.startswith(joined)
-    assert len(joined.encode("utf-8")) >= 20_000
-    # Cut at line ends, never inside a line.
-    assert all(d.endswith("\n") for d in docs)
+def test_docs_are_disjoint_stretches_cut_at_line_ends(compare):
+    text = "".join(f"line {i} é\n" for i in range(20000))
+    c = compare.Corpus("t", text)
+    sets = c.docs(20_000, 3_000, 3)
+    assert len(sets) == 3 and not c.wrapped
+    for docs in sets:
+        assert sum(len(d.encode("utf-8")) for d in docs) >= 20_000
+        # Cut at line ends, never inside a line.
+        assert all(d.endswith("\n") for d in docs)
+    # Consecutive stretches of the corpus, each used once: in order of position they tile
+    # a prefix of the text.
+    every = sorted((d for docs in sets for d in docs), key=text.index)
+    assert text.startswith("".join(every))
 
 
-def test_lines_skip_blank_lines_and_stop_at_the_limit(compare):
-    text = "a b\n\n   \nc d\n" * 100
-    lines = compare._lines(text, 30)
-    assert all(line.strip() for line in lines)
-    assert sum(len(x) for x in lines) >= 30
-    assert len(lines) < 100
+def test_line_sets_share_no_line_and_stop_at_the_limit(compare):
+    text = "".join(f"w{i} x\n\n   \n" for i in range(3000))
+    c = compare.Corpus("t", text)
+    sets = c.lines(100, 4)
+    assert not c.wrapped
+    seen = set()
+    for lines in sets:
+        assert all(line.strip() for line in lines)
+        assert 100 <= sum(len(x) for x in lines) < 100 + 10
+        assert seen.isdisjoint(lines)
+        seen.update(lines)
+
+
+def test_a_small_corpus_wraps_around_and_says_so(compare):
+    c = compare.Corpus("t", "a b\nc d\n")
+    sets = c.lines(40, 2)
+    assert c.wrapped
+    assert all(sum(len(x) for x in s) >= 40 for s in sets)
 
 
 def test_flat_batch_results_split_back_into_texts(compare):
@@ -46,22 +63,25 @@ def test_flat_batch_results_split_back_into_texts(compare):
 def test_a_mismatch_is_counted_and_gets_no_speed(compare):
     d = compare.digest
     good = [d([1, 2]), d([3])]
-    base = {"model": "llama2", "workload": "w", "bytes": 10, "texts": 2, "cpu": 1.0}
+    other = [d([5]), d([6, 7])]
+    base = {"model": "llama2", "workload": "w", "texts": 2}
+
+    def row(lib, secs, digests):
+        # Variant 0 is the warm-up's (checked, not timed), variant 1 the timed run's.
+        runs = [[1, 10, secs, 1.0]]
+        return {**base, "lib": lib, "mode": "single", "runs": runs, "digests": digests}
+
     run = {
         "results": [
-            {**base, "lib": "sentencepiece", "mode": "single", "secs": 1.0, "digests": good},
-            {**base, "lib": "kitoken", "mode": "single", "secs": 0.5, "digests": good},
-            {
-                **base,
-                "lib": "piecework-sp",
-                "mode": "single",
-                "secs": 0.1,
-                "digests": [d([1, 2]), d([4])],
-            },
+            row("sentencepiece", 1.0, [good, other]),
+            row("kitoken", 0.5, [good, other]),
+            # Right on the warm-up's texts, wrong on the timed run's: still a mismatch.
+            row("piecework-sp", 0.1, [good, [d([5]), d([6])]]),
         ]
     }
     rows = {r["lib"]: r for r in compare.check_and_rate(run)}
     assert rows["kitoken"]["mismatch"] == 0
+    assert rows["kitoken"]["mbps"] == pytest.approx(10 / 0.5 / 1e6)
     assert rows["piecework-sp"]["mismatch"] == 1
     ok, bad, _ = compare.best(list(rows.values()), "llama2", "w", "single", "piecework-sp")
     assert ok is None and bad is not None

@@ -48,13 +48,49 @@ pub(crate) fn ids_list<'py>(py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py,
     PyList::new(py, ids.iter().map(|&id| int(id)))
 }
 
-/// Rows of ids as a Python list of lists of ints.
-pub(crate) fn ids_lists<'py>(py: Python<'py>, rows: &[Vec<u32>]) -> PyResult<Bound<'py, PyList>> {
-    let lists = rows
-        .iter()
-        .map(|r| ids_list(py, r))
-        .collect::<PyResult<Vec<_>>>()?;
-    PyList::new(py, lists)
+/// The ids of every item (by `f`, across the pool) as a Python list of lists. The lists are
+/// built chunk by chunk while the pool still encodes the rest, so building Python objects,
+/// which needs the GIL and so one thread, overlaps the parallel part; the GIL is released
+/// whenever this thread waits for the pool.
+pub(crate) fn ids_lists_streamed<'py, T: Sync>(
+    py: Python<'py>,
+    items: &[T],
+    bytes: impl Fn(&T) -> usize,
+    f: impl Fn(&T) -> Result<Vec<u32>, Error> + Sync,
+) -> PyResult<Bound<'py, PyList>> {
+    use pyo3::ffi;
+    let n = ffi::Py_ssize_t::try_from(items.len())
+        .map_err(|_| PyValueError::new_err("batch too large"))?;
+    // SAFETY: PyList_New gives a new reference (or NULL with an exception set, turned into
+    // an error). Its slots start NULL, which the list's deallocator accepts, so an early
+    // error return is safe; every slot is filled below before the list is returned.
+    let list = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(n))? };
+    crate::parallel::map_batch_streamed(
+        items,
+        bytes,
+        |t| f(t).map_err(to_py_err),
+        |next| py.detach(next),
+        |start, rows| {
+            for (i, r) in rows.iter().enumerate() {
+                let row = ids_list(py, r)?;
+                // SAFETY: `list` is a list; PyList_SetItem steals the row's reference and
+                // checks the index (chunks partition the items, one row per item).
+                let rc = unsafe {
+                    ffi::PyList_SetItem(
+                        list.as_ptr(),
+                        (start + i) as ffi::Py_ssize_t,
+                        row.into_ptr(),
+                    )
+                };
+                if rc != 0 {
+                    return Err(PyErr::fetch(py));
+                }
+            }
+            Ok(())
+        },
+    )?;
+    // SAFETY: made by PyList_New above.
+    Ok(unsafe { list.cast_into_unchecked::<PyList>() })
 }
 
 create_exception!(

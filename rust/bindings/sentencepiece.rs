@@ -2,13 +2,14 @@
 //! Every per-text and per-token step runs here (batches in parallel, without the GIL); the
 //! Python class only dispatches on argument shapes.
 
-use super::{ids_list, ids_lists, to_py_err};
+use super::{ids_list, ids_lists_streamed, to_py_err};
 use crate::error::Error;
 use crate::parallel::map_batch;
 use crate::sentencepiece::vocab::PieceType;
 use crate::sentencepiece::{ModelType, SentencePiece, SpToken, SpmOptions};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyList};
 use pyo3::IntoPyObjectExt;
 
@@ -220,16 +221,13 @@ impl PySentencePiece {
     fn encode_ids_batch<'py>(
         &self,
         py: Python<'py>,
-        texts: Vec<String>,
+        texts: Vec<PyBackedStr>,
         add_bos: bool,
         add_eos: bool,
         reverse: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let ex = self.extra(add_bos, add_eos, reverse, false)?;
-        let rows = py
-            .detach(|| map_batch(&texts, |t| t.len(), |t| self.ids_one(t, ex)))
-            .map_err(to_py_err)?;
-        ids_lists(py, &rows)
+        ids_lists_streamed(py, &texts, |t| t.len(), |t| self.ids_one(t, ex))
     }
 
     #[pyo3(signature = (text, add_bos = false, add_eos = false, reverse = false, emit_unk_piece = false))]
@@ -250,7 +248,7 @@ impl PySentencePiece {
     fn encode_pieces_batch(
         &self,
         py: Python<'_>,
-        texts: Vec<String>,
+        texts: Vec<PyBackedStr>,
         add_bos: bool,
         add_eos: bool,
         reverse: bool,

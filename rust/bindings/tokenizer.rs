@@ -5,13 +5,14 @@
 //! or replace the `Arc`, never while encoding, so any number of threads can encode (with the GIL
 //! released) while another reconfigures, and each call sees one whole configuration.
 
-use super::{ids_list, ids_lists, to_py_err};
+use super::{ids_list, ids_lists_streamed, to_py_err};
 use crate::encoding::{
     Direction, Encoding, PaddingParams, PaddingStrategy, TruncationParams, TruncationStrategy,
 };
 use crate::tokenizer::{InputSequence, Tokenizer};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -364,14 +365,20 @@ impl PyTokenizer {
     fn encode_batch_ids<'py>(
         &self,
         py: Python<'py>,
-        texts: Vec<String>,
+        texts: Vec<PyBackedStr>,
         add_special_tokens: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let tok = self.snapshot();
-        let rows = py
-            .detach(|| batch_ids(&tok, &texts, add_special_tokens))
-            .map_err(to_py_err)?;
-        ids_lists(py, &rows)
+        ids_lists_streamed(
+            py,
+            &texts,
+            |t| t.len(),
+            |t| {
+                let mut out = Vec::new();
+                tok.encode_ids(t, add_special_tokens, &mut out)
+                    .map(|()| out)
+            },
+        )
     }
 
     /// The ids of many texts as one flat buffer plus row splits (zero-copy to numpy / Arrow).
@@ -379,7 +386,7 @@ impl PyTokenizer {
     fn encode_batch_flat(
         &self,
         py: Python<'_>,
-        texts: Vec<String>,
+        texts: Vec<PyBackedStr>,
         add_special_tokens: bool,
     ) -> PyResult<super::batch::TokenBatch> {
         let tok = self.snapshot();
@@ -394,7 +401,7 @@ impl PyTokenizer {
     fn count_tokens_batch(
         &self,
         py: Python<'_>,
-        texts: Vec<String>,
+        texts: Vec<PyBackedStr>,
         add_special_tokens: bool,
     ) -> PyResult<Vec<usize>> {
         let tok = self.snapshot();
@@ -709,9 +716,9 @@ impl PyEncoding {
 /// The ids of `texts` in the crate's pool.
 fn batch_ids(
     tok: &Tokenizer,
-    texts: &[String],
+    texts: &[PyBackedStr],
     add_special_tokens: bool,
 ) -> crate::Result<Vec<Vec<u32>>> {
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
     tok.encode_batch_ids(&refs, add_special_tokens)
 }
