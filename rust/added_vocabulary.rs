@@ -239,6 +239,18 @@ impl AddedVocabulary {
                 .is_none_or(|ac| ac.find(text).is_none())
     }
 
+    /// Whether `identity_segments(text)` is the one segment `(None, (0, text.len()))`: a
+    /// non-empty text where no added token occurs at all (none occurs in a part of the text
+    /// either, so neither matcher cuts anything).
+    pub fn identity_matches_none(&self, text: &str) -> bool {
+        self.raw_matches_none(text)
+            && self
+                .normalized
+                .ac
+                .as_ref()
+                .is_none_or(|ac| ac.find(text).is_none())
+    }
+
     /// Like `raw_segments`, then the text between is cut at normalized added tokens too: what
     /// `extract_and_normalize` does when there is no normalizer (normalized text = raw text).
     pub fn identity_segments(&self, text: &str) -> Vec<(Option<u32>, (usize, usize))> {

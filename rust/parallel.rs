@@ -290,7 +290,13 @@ mod tests {
             map_batch_streamed(
                 &items,
                 |_| 4096,
-                |&x| if x == 300 { panic!("boom") } else { Ok::<_, ()>(x) },
+                |&x| {
+                    if x == 300 {
+                        panic!("boom")
+                    } else {
+                        Ok::<_, ()>(x)
+                    }
+                },
                 |next| next(),
                 |_, _| Ok(()),
             )

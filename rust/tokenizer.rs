@@ -618,7 +618,12 @@ impl Core {
         mut piece: impl FnMut(usize, &str, &mut Vec<u32>) -> Result<()>,
     ) -> Result<()> {
         // Most texts hold no added token: then the text is one segment, with no list built.
-        if self.normalizer.is_some() && self.added.raw_matches_none(text) {
+        let one = if self.normalizer.is_some() {
+            self.added.raw_matches_none(text)
+        } else {
+            self.added.identity_matches_none(text)
+        };
+        if one {
             return piece(0, text, out);
         }
         for (id, (s, e)) in self.segments(text) {

@@ -342,12 +342,9 @@ impl PyTokenizer {
         text: &Bound<'_, PyString>,
         add_special_tokens: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        // The UTF-8 bytes Python makes are read in place (this build's stable ABI has no
-        // borrowed UTF-8 view; `to_cow` would copy them once more). They are immutable and
-        // held here, so the GIL can still be released around the encode.
-        let utf8 = text.encode_utf8()?;
-        let text = std::str::from_utf8(utf8.as_bytes())
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        // Python's own UTF-8 view of the str, read in place (no copy for ASCII text). The str
+        // is immutable and `text` holds a reference, so the GIL can be released around it.
+        let text = text.to_str()?;
         let tok = self.snapshot();
         let ids = py
             .detach(|| {
