@@ -393,6 +393,46 @@ def test_constructor_options_and_pickle() -> None:
     assert pw4.encode("Hello") == pw3.encode("Hello")
 
 
+def test_default_encode_shortcut_agrees_with_every_other_form_of_the_call() -> None:
+    """With default options `encode(str)` is answered in Rust without the Python method;
+    every other call shape must still reach the general method, and agree with sentencepiece."""
+    import gc
+    import weakref
+
+    data = train(train_lines(600), model_type="unigram", vocab_size=600)
+    sp = spm.SentencePieceProcessor(model_proto=data)
+    pw = SentencePieceProcessor(model_proto=data)
+    texts = [*CORNERS, *corpus_lines(20, seed=9)]
+    for t in texts:
+        want = sp.encode(t)
+        assert pw.encode(t) == want
+        assert pw.Encode(t) == want
+        assert pw.encode(t, out_type=int) == want
+        assert pw.encode(t.encode("utf-8")) == sp.encode(t.encode("utf-8"))
+        assert pw.encode(t, out_type=str) == sp.encode(t, out_type=str)
+        assert pw.encode(t, add_bos=True) == sp.encode(t, add_bos=True)
+        assert pw.encode(input=t) == sp.encode(input=t)
+    assert pw.encode(texts) == sp.encode(texts)
+    with pytest.raises(TypeError):
+        pw.encode()
+    # A processor built with other defaults never takes the shortcut.
+    bos = SentencePieceProcessor(model_proto=data, add_bos=True)
+    assert bos.encode("abc") == spm.SentencePieceProcessor(model_proto=data, add_bos=True).encode(
+        "abc"
+    )
+    # The shortcut survives pickling, and pickles nothing of itself.
+    clone = pickle.loads(pickle.dumps(pw))
+    assert clone.encode(texts[-1]) == sp.encode(texts[-1])
+    # It holds the processor weakly: dropping the processor frees it without the collector.
+    gc.disable()
+    try:
+        ref = weakref.ref(pw)
+        del pw
+        assert ref() is None
+    finally:
+        gc.enable()
+
+
 # ---------------------------------------------------------------------------------------------
 # Models trained here, across options
 

@@ -1,8 +1,6 @@
 # Type stubs of the Rust extension module (checked with `python -m mypy.stubtest piecework._core`).
 from collections.abc import Iterable, Sequence
-from typing import Any, final
-
-from typing_extensions import TypeAlias
+from typing import Any, TypeAlias, final
 
 __all__ = [
     "DlpackBuffer",
@@ -12,6 +10,7 @@ __all__ = [
     "Tokenizer",
     "TokenizerError",
     "UnsupportedModelError",
+    "_FastEncode",
     "_SentencePiece",
     "_batch_from_rows",
     "get_num_threads",
@@ -178,6 +177,13 @@ class TokenBatch:
     def __arrow_c_array__(self, requested_schema: Any | None = None) -> tuple[Any, Any]: ...
 
 def _batch_from_rows(rows: Sequence[Sequence[int]]) -> TokenBatch: ...
+
+@final
+class _FastEncode:
+    """`SentencePieceProcessor.encode` with default options: one str straight to its ids,
+    any other call to `func(owner(), *args, **kwargs)`."""
+    def __new__(cls, sp: _SentencePiece, func: Any, owner: Any) -> _FastEncode: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 @final
 class _SentencePiece:

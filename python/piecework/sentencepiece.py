@@ -7,9 +7,10 @@ the Rust core, this class only picks the entry point from the argument's shape.
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any
 
-from ._core import _SentencePiece
+from ._core import _FastEncode, _SentencePiece
 
 __all__ = ["SentencePieceProcessor"]
 
@@ -59,13 +60,13 @@ class SentencePieceProcessor:
     def LoadFromFile(self, filename: Any) -> bool:
         with open(os.fspath(filename), "rb") as f:
             data = f.read()
-        self._sp = _SentencePiece.from_model_bytes(data)
+        self._set_model(_SentencePiece.from_model_bytes(data))
         return True
 
     def LoadFromSerializedProto(self, serialized: Any) -> bool:
         if hasattr(serialized, "SerializeToString"):
             serialized = serialized.SerializeToString()
-        self._sp = _SentencePiece.from_model_bytes(bytes(serialized))
+        self._set_model(_SentencePiece.from_model_bytes(bytes(serialized)))
         return True
 
     @classmethod
@@ -74,8 +75,22 @@ class SentencePieceProcessor:
         ``add_dummy_prefix``, ``remove_extra_whitespaces``, ``byte_fallback``,
         ``escape_whitespaces``, ``treat_whitespace_as_suffix``, ``precompiled_charsmap``."""
         self = cls()
-        self._sp = _SentencePiece.from_spm_text(text, **options)
+        self._set_model(_SentencePiece.from_spm_text(text, **options))
         return self
+
+    # Instance attributes that shadow `Encode`/`encode` with the fast callable.
+    _FAST_NAMES = ("Encode", "encode")
+
+    def _set_model(self, sp: _SentencePiece) -> None:
+        self._sp = sp
+        for name in self._FAST_NAMES:
+            self.__dict__.pop(name, None)
+        if self._out_type is int and not (self._add_bos or self._add_eos or self._reverse):
+            # With default options, `encode(text)` is answered in Rust without entering the
+            # Python method below; every other call still goes through it.
+            fast = _FastEncode(sp, SentencePieceProcessor.Encode, weakref.ref(self))
+            for name in self._FAST_NAMES:
+                self.__dict__[name] = fast
 
     @property
     def _core(self) -> _SentencePiece:
@@ -96,17 +111,7 @@ class SentencePieceProcessor:
         enable_sampling: bool = False,
         **_defaults: Any,
     ) -> Any:
-        # Fast path for the common call, one str with default options: straight to Rust (the
-        # general dispatch below costs about as much as encoding a short line).
-        if (
-            type(input) is str
-            and out_type is add_bos is add_eos is reverse is None
-            and not enable_sampling
-            and self._out_type is int
-            and not (self._add_bos or self._add_eos or self._reverse)
-            and self._sp is not None
-        ):
-            return self._sp.encode_ids(input)
+        # (With default options the common call, one str, never gets here: see `_set_model`.)
         if enable_sampling:
             raise ValueError("piecework: enable_sampling is not supported")
         out_type = self._out_type if out_type is None else out_type
@@ -229,6 +234,8 @@ class SentencePieceProcessor:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.pop("_sp", None)
+        for name in self._FAST_NAMES:
+            state.pop(name, None)
         state["model_proto"] = self.serialized_model_proto()
         return state
 

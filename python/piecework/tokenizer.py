@@ -18,8 +18,8 @@ from .batch import TokenBatch
 __all__ = ["Tokenizer", "detect_kind"]
 
 PathLike = Union[str, "os.PathLike[str]"]
-InputSequence = Union[str, Sequence[str]]
-EncodeInput = Union[InputSequence, tuple[InputSequence, InputSequence], list[InputSequence]]
+InputSequence = str | Sequence[str]
+EncodeInput = InputSequence | tuple[InputSequence, InputSequence] | list[InputSequence]
 
 # One line of a `.spm` text vocabulary: base64 of the piece, the score, the piece type.
 _SPM_LINE = re.compile(rb"^[A-Za-z0-9+/]+={0,2}[ \t]+[^ \t\r\n]+[ \t]+[0-9]+\r?$")

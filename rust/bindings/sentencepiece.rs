@@ -10,7 +10,7 @@ use crate::sentencepiece::{ModelType, SentencePiece, SpToken, SpmOptions};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyBytes, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use pyo3::IntoPyObjectExt;
 
 #[pyclass(module = "piecework._core", name = "_SentencePiece", frozen)]
@@ -30,6 +30,16 @@ struct Extra {
     eos: Option<u32>,
     reverse: bool,
     emit_unk_piece: bool,
+}
+
+impl Extra {
+    /// The default options: nothing added, reversed or renamed.
+    const NONE: Extra = Extra {
+        bos: None,
+        eos: None,
+        reverse: false,
+        emit_unk_piece: false,
+    };
 }
 
 impl PySentencePiece {
@@ -442,7 +452,57 @@ impl PySentencePiece {
     }
 }
 
+/// `SentencePieceProcessor.encode` of a processor with default options. The common call,
+/// one `str` and nothing else, goes straight to the ids with no Python frame (which costs
+/// about as much as encoding a short line); any other call goes to the general method
+/// `func(owner, *args, **kwargs)`. The owner is held weakly: the processor holds this object,
+/// and a strong reference back would be a cycle only the garbage collector could free.
+#[pyclass(module = "piecework._core", name = "_FastEncode", frozen)]
+pub struct PyFastEncode {
+    sp: Py<PySentencePiece>,
+    func: Py<PyAny>,
+    owner: Py<PyAny>,
+}
+
+#[pymethods]
+impl PyFastEncode {
+    #[new]
+    fn new(sp: Py<PySentencePiece>, func: Py<PyAny>, owner: Py<PyAny>) -> Self {
+        PyFastEncode { sp, func, owner }
+    }
+
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if args.len() == 1 && kwargs.is_none_or(|k| k.is_empty()) {
+            let input = args.get_item(0)?;
+            if input.is_exact_instance_of::<PyString>() {
+                let text = input.cast::<PyString>()?.to_str()?;
+                let sp = self.sp.get();
+                let ids = py
+                    .detach(|| sp.ids_one(text, Extra::NONE))
+                    .map_err(to_py_err)?;
+                return Ok(ids_list(py, &ids)?.into_any());
+            }
+        }
+        let owner = self.owner.bind(py).call0()?;
+        if owner.is_none() {
+            return Err(pyo3::exceptions::PyReferenceError::new_err(
+                "the SentencePieceProcessor is gone",
+            ));
+        }
+        let mut all = vec![owner];
+        all.extend(args.iter());
+        self.func.bind(py).call(PyTuple::new(py, all)?, kwargs)
+    }
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySentencePiece>()?;
+    m.add_class::<PyFastEncode>()?;
     Ok(())
 }
