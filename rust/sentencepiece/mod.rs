@@ -116,6 +116,7 @@ fn make_normalizer(s: &NormalizerSettings, treat_ws_as_suffix: bool) -> Result<S
         treat_whitespace_as_suffix: treat_ws_as_suffix,
         ascii_plain: 0,
         ascii_plain_before_ascii: 0,
+        ud_free_lead: [0; 4],
     };
     n.prepare();
     Ok(n)
@@ -435,7 +436,92 @@ impl SentencePiece {
         if let Some(bpe) = &self.bpe {
             return self.encode_ids_bpe(bpe, text, out);
         }
+        if self.data.model_type == ModelType::Unigram {
+            return self.encode_ids_pieces(text, out);
+        }
         self.encode_ids_general(text, out)
+    }
+
+    /// `encode_ids` without offsets: normalize without the byte map, segment, and run the
+    /// token loop of `encode_with_scratch` keeping only what decides ids (unknown runs fused,
+    /// byte fallback, the CONTROL and coverage errors). Its one other check, "offsets run
+    /// backwards", cannot fire: the byte map is non-decreasing (every entry is the running
+    /// count of consumed input bytes, which only grows; the trailing-space trim re-reads an
+    /// entry already there), and a span with `start <= end` therefore maps forwards.
+    fn encode_ids_pieces(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        NORMALIZED.with(|cell| {
+            let mut normalized = cell.take();
+            let r = SCRATCH.with(|sc_cell| {
+                let mut sc = sc_cell.take();
+                let before = out.len();
+                let r = self.ids_from_pieces(text, &mut normalized, &mut sc.pieces, out);
+                if r.is_err() {
+                    // As the token path: nothing is appended on an error.
+                    out.truncate(before);
+                }
+                sc_cell.set(sc);
+                r
+            });
+            cell.set(normalized);
+            r
+        })
+    }
+
+    fn ids_from_pieces(
+        &self,
+        text: &str,
+        normalized: &mut String,
+        pieces: &mut Vec<SpPiece>,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        self.normalizer.normalize_text(text, normalized)?;
+        if normalized.is_empty() {
+            return Ok(());
+        }
+        pieces.clear();
+        self.segmenter.segment(normalized, pieces)?;
+        let nlen = normalized.len();
+        let mut prev_unk = false;
+        let mut covered = 0usize;
+        for p in pieces.iter() {
+            let kind = if p.id == unigram::NO_UNK {
+                PieceType::Unknown
+            } else {
+                self.kinds.get(p.id as usize).copied().ok_or_else(|| {
+                    Error::invalid(format!("segmenter returned id {} out of range", p.id))
+                })?
+            };
+            if p.start > p.end || p.end > nlen {
+                return Err(Error::invalid("segmenter returned a span outside the text"));
+            }
+            if kind == PieceType::Control {
+                return Err(Error::invalid(format!(
+                    "the text contains `{}`, a CONTROL piece, as a whole segment (sentencepiece fails on it too)",
+                    self.data.pieces[p.id as usize].piece
+                )));
+            }
+            let is_unk = kind == PieceType::Unknown;
+            if is_unk && self.byte_ids.is_some() {
+                let ids = self.byte_ids.as_deref().map(|a| &a[..]).unwrap_or(&[]);
+                let bytes = normalized
+                    .as_bytes()
+                    .get(p.start..p.end)
+                    .unwrap_or_default();
+                out.extend(
+                    bytes
+                        .iter()
+                        .map(|&b| ids.get(b as usize).copied().unwrap_or(self.unk_id)),
+                );
+            } else if !(is_unk && prev_unk) {
+                out.push(p.id);
+            }
+            covered = covered.max(p.end);
+            prev_unk = is_unk;
+        }
+        if covered != nlen {
+            return Err(Error::invalid("all normalized characters are not consumed"));
+        }
+        Ok(())
     }
 
     /// `encode_ids` through the token path (offsets and all), the reference of the fast path.
@@ -945,6 +1031,54 @@ mod tests {
                 sp.encode_ids(&t, &mut fast).unwrap();
                 sp.encode_ids_general(&t, &mut slow).unwrap();
                 assert_eq!(fast, slow, "{t:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn unigram_ids_path_matches_the_token_path() {
+        // `encode_ids_pieces` (no byte map, ids-only token loop) against the token path, on
+        // every normalizer setting, with unknown runs, byte fallback, user-defined pieces and
+        // runs of spaces; errors must agree too.
+        use PieceType::*;
+        for case in 0..32u32 {
+            let byte_fallback = case & 1 != 0;
+            let mut v = vec![
+                entry("<unk>", 0.0, Unknown),
+                entry("<s>", 0.0, Control),
+                entry("c", 0.0, Control),
+                entry("▁", -1.0, Normal),
+                entry("a", -1.5, Normal),
+                entry("b", -1.0, Normal),
+                entry("▁a", -2.0, Normal),
+                entry("ab", -2.5, Normal),
+                entry("ba", -3.0, Normal),
+                entry("▁ab", -3.0, Normal),
+                entry("XY", 0.0, UserDefined),
+            ];
+            if byte_fallback {
+                for b in 0..=255u8 {
+                    v.push(entry(&format!("<0x{b:02X}>"), 0.0, Byte));
+                }
+            }
+            let mut d = data(v, byte_fallback);
+            d.normalizer.add_dummy_prefix = case & 2 != 0;
+            d.normalizer.remove_extra_whitespaces = case & 4 != 0;
+            d.normalizer.escape_whitespaces = case & 8 != 0;
+            d.treat_whitespace_as_suffix = case & 16 != 0;
+            let sp = SentencePiece::from_data(d).unwrap();
+            let mut next = crate::test_rng(0x7777_0002 + u64::from(case));
+            let alphabet = ['a', 'b', 'c', ' ', ' ', 'é', 'X', 'Y', '😀', 'a', 'b', 'z'];
+            for _ in 0..1500 {
+                let len = (next() % 40) as usize;
+                let t: String = (0..len)
+                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                    .collect();
+                let (mut fast, mut slow) = (vec![7u32], vec![7u32]);
+                let rf = sp.encode_ids(&t, &mut fast);
+                let rs = sp.encode_ids_general(&t, &mut slow);
+                assert_eq!(rf.is_ok(), rs.is_ok(), "{t:?} {case}");
+                assert_eq!(fast, slow, "{t:?} {case}");
             }
         }
     }

@@ -30,6 +30,10 @@ pub struct SpNormalizer {
     /// for `[b]` alone, and every longer rule starting with `b` continues with a non-ASCII
     /// byte (NFKC's letter + combining mark rules). Filled by `prepare`.
     pub(crate) ascii_plain_before_ascii: u128,
+    /// Bit `b` set: no user-defined piece starts with byte `b`, so a non-ASCII character
+    /// starting with `b` may take `simple_char`. Filled by `prepare`; 0 (the default) only
+    /// turns that path off.
+    pub(crate) ud_free_lead: [u64; 4],
 }
 
 /// Length of the UTF-8 sequence a lead byte announces, as the reference's table gives it
@@ -72,6 +76,71 @@ pub(crate) fn valid_char_len(s: &[u8]) -> Option<usize> {
     None
 }
 
+/// Where `normalize` writes the byte map: a `Vec<usize>`, or nothing (`NoAlign`).
+trait Align {
+    fn push(&mut self, v: usize);
+    fn repeat(&mut self, v: usize, n: usize);
+    /// Push `lo..hi`.
+    fn range(&mut self, lo: usize, hi: usize);
+    fn get(&self, i: usize) -> Option<usize>;
+    fn truncate(&mut self, n: usize);
+    fn clear(&mut self);
+    fn reserve(&mut self, n: usize);
+}
+
+impl Align for Vec<usize> {
+    #[inline(always)]
+    fn push(&mut self, v: usize) {
+        Vec::push(self, v);
+    }
+    #[inline(always)]
+    fn repeat(&mut self, v: usize, n: usize) {
+        self.extend(std::iter::repeat_n(v, n));
+    }
+    #[inline(always)]
+    fn range(&mut self, lo: usize, hi: usize) {
+        self.extend(lo..hi);
+    }
+    #[inline(always)]
+    fn get(&self, i: usize) -> Option<usize> {
+        <[usize]>::get(self, i).copied()
+    }
+    #[inline(always)]
+    fn truncate(&mut self, n: usize) {
+        Vec::truncate(self, n);
+    }
+    #[inline(always)]
+    fn clear(&mut self) {
+        Vec::clear(self);
+    }
+    #[inline(always)]
+    fn reserve(&mut self, n: usize) {
+        Vec::reserve(self, n);
+    }
+}
+
+/// Drops the byte map (ids-only callers).
+struct NoAlign;
+
+impl Align for NoAlign {
+    #[inline(always)]
+    fn push(&mut self, _: usize) {}
+    #[inline(always)]
+    fn repeat(&mut self, _: usize, _: usize) {}
+    #[inline(always)]
+    fn range(&mut self, _: usize, _: usize) {}
+    #[inline(always)]
+    fn get(&self, _: usize) -> Option<usize> {
+        None
+    }
+    #[inline(always)]
+    fn truncate(&mut self, _: usize) {}
+    #[inline(always)]
+    fn clear(&mut self) {}
+    #[inline(always)]
+    fn reserve(&mut self, _: usize) {}
+}
+
 impl SpNormalizer {
     /// The normalization of the longest rule at the start of `input` and how many input bytes
     /// it consumes.
@@ -111,11 +180,51 @@ impl SpNormalizer {
         }
     }
 
+    /// The normalization at `at` when it is simple: the character there is non-ASCII, no
+    /// user-defined piece starts with its first byte, and the result (the longest charsmap
+    /// rule's replacement, else the character itself) is non-empty and has no space. Exactly
+    /// what `normalize_prefix` returns then (the user-defined search cannot match, and the
+    /// rest is the same search), and the caller's space handling has nothing to do.
+    #[inline]
+    fn simple_char<'a>(&'a self, input: &'a str, at: usize) -> Option<(&'a str, usize)> {
+        let bytes = input.as_bytes().get(at..)?;
+        let &b = bytes.first()?;
+        if b < 0x80 || (self.ud_free_lead[usize::from(b >> 6)] >> (b & 63)) & 1 == 0 {
+            return None;
+        }
+        let mut best: Option<(usize, u32)> = None;
+        let mut seen = 0;
+        self.charsmap.common_prefix_search(bytes, |len, v| {
+            if seen < MAX_TRIE_RESULTS {
+                best = Some((len, v));
+            }
+            seen += 1;
+        });
+        let (rep, n) = match best {
+            Some((len, v)) => (self.charsmap.replacement(v)?, len),
+            None => {
+                let n = valid_char_len(bytes)?;
+                (input.get(at..at + n)?, n)
+            }
+        };
+        (!rep.is_empty() && !rep.as_bytes().contains(&b' ')).then_some((rep, n))
+    }
+
     /// Compute `ascii_plain` and `ascii_plain_before_ascii`; call again whenever `charsmap`
     /// or `user_defined` change.
     pub fn prepare(&mut self) {
         self.ascii_plain = 0;
         self.ascii_plain_before_ascii = 0;
+        self.ud_free_lead = [0; 4];
+        for b in 0..=255u8 {
+            let free = self
+                .user_defined
+                .as_ref()
+                .is_none_or(|ud| ud.keys_starting_with(b) == (false, false));
+            if free {
+                self.ud_free_lead[usize::from(b >> 6)] |= 1u64 << (b & 63);
+            }
+        }
         for b in 0..128u8 {
             // The reference tries the user-defined pieces first (longest match, copied raw
             // as one chunk): a lone `[b]` piece gives `b` as a 1-byte chunk, exactly what the
@@ -153,6 +262,23 @@ impl SpNormalizer {
         normalized: &mut String,
         norm_to_orig: &mut Vec<usize>,
     ) -> Result<()> {
+        self.normalize_with(input, normalized, norm_to_orig)
+    }
+
+    /// `normalize` without the byte map, for callers that want only ids. The same code runs
+    /// with a sink that drops the map (`NoAlign`): the map is only ever written, except at the
+    /// trailing-space trim, where the value read back only feeds further map entries; so
+    /// `normalized` comes out byte for byte as from `normalize`.
+    pub fn normalize_text(&self, input: &str, normalized: &mut String) -> Result<()> {
+        self.normalize_with(input, normalized, &mut NoAlign)
+    }
+
+    fn normalize_with<A: Align>(
+        &self,
+        input: &str,
+        normalized: &mut String,
+        norm_to_orig: &mut A,
+    ) -> Result<()> {
         normalized.clear();
         norm_to_orig.clear();
         let mut inp = input.as_bytes();
@@ -178,9 +304,9 @@ impl SpNormalizer {
         norm_to_orig.reserve(inp.len() * 3);
         let escape = self.escape_whitespaces;
         let space = if escape { SPACE_SYMBOL } else { " " };
-        let add_ws = |out: &mut String, n2o: &mut Vec<usize>, consumed: usize| {
+        let add_ws = |out: &mut String, n2o: &mut A, consumed: usize| {
             out.push_str(space);
-            n2o.extend(std::iter::repeat_n(consumed, space.len()));
+            n2o.repeat(consumed, space.len());
         };
         if !self.treat_whitespace_as_suffix && self.add_dummy_prefix {
             add_ws(out, norm_to_orig, consumed);
@@ -208,26 +334,45 @@ impl SpNormalizer {
             if plain | weak != 0 {
                 // The plain prefix, one byte at a time (words are short: a run copy would
                 // pay its setup per word).
+                // Runs between spaces are copied whole (ASCII, so `input` has character
+                // boundaries at both ends).
                 let mut k = 0usize;
+                let mut run = 0usize;
+                let copy = |out: &mut String, n2o: &mut A, lo: usize, hi: usize| {
+                    if lo < hi {
+                        out.push_str(input.get(lo..hi).unwrap_or_default());
+                        n2o.range(lo, hi);
+                    }
+                };
                 while plain_at(inp, k) {
-                    let b = inp[k];
-                    if b == b' ' {
+                    if inp[k] == b' ' {
+                        copy(out, norm_to_orig, consumed + run, consumed + k);
                         if !is_prev_space {
                             add_ws(out, norm_to_orig, consumed + k);
                         }
                         is_prev_space = self.remove_extra_whitespaces;
+                        run = k + 1;
                     } else {
-                        out.push(char::from(b));
-                        norm_to_orig.push(consumed + k);
                         is_prev_space = false;
                     }
                     k += 1;
                 }
+                copy(out, norm_to_orig, consumed + run, consumed + k);
                 if k > 0 {
                     consumed += k;
                     inp = inp.get(k..).unwrap_or_default();
                     continue;
                 }
+            }
+            if let Some((sp, n)) = self.simple_char(input, consumed) {
+                // As the general step below: no space to trim or escape, and the result ends
+                // in a non-space.
+                out.push_str(sp);
+                norm_to_orig.repeat(consumed, sp.len());
+                is_prev_space = false;
+                consumed += n;
+                inp = inp.get(n..).unwrap_or_default();
+                continue;
             }
             let (mut sp, n) = self.normalize_prefix(input, consumed)?;
             if is_prev_space {
@@ -238,12 +383,12 @@ impl SpNormalizer {
                     match part.strip_suffix(' ') {
                         Some(text) => {
                             out.push_str(text);
-                            norm_to_orig.extend(std::iter::repeat_n(consumed, text.len()));
+                            norm_to_orig.repeat(consumed, text.len());
                             add_ws(out, norm_to_orig, consumed);
                         }
                         None => {
                             out.push_str(part);
-                            norm_to_orig.extend(std::iter::repeat_n(consumed, part.len()));
+                            norm_to_orig.repeat(consumed, part.len());
                         }
                     }
                 }
@@ -258,7 +403,7 @@ impl SpNormalizer {
         if self.remove_extra_whitespaces {
             while out.ends_with(space) {
                 let len = out.len() - space.len();
-                consumed = norm_to_orig.get(len).copied().unwrap_or(consumed);
+                consumed = norm_to_orig.get(len).unwrap_or(consumed);
                 out.truncate(len);
                 norm_to_orig.truncate(len);
             }
@@ -379,7 +524,12 @@ mod tests {
             let text: String = (0..len)
                 .map(|k| alphabet[((*x >> (4 * k)) % alphabet.len() as u64) as usize])
                 .collect();
-            assert_eq!(norm(fast, &text), norm(general, &text), "{text:?} {flags}");
+            let want = norm(general, &text);
+            assert_eq!(norm(fast, &text), want, "{text:?} {flags}");
+            // The map-free variant gives the same text.
+            let mut s = String::from("stale");
+            fast.normalize_text(&text, &mut s).unwrap();
+            assert_eq!(s, want.0, "{text:?} {flags}");
         }
     }
 
@@ -418,6 +568,8 @@ mod tests {
             for uds in [
                 &["<eop>", ".", "(", "ab", "e\u{301}x"][..],
                 &["<", "aZ", "Q"][..],
+                // Non-ASCII leads: `simple_char` must leave these to the general path.
+                &["é", "Ａ.", "("][..],
             ] {
                 let general = SpNormalizer {
                     user_defined: Some(ByteTrie::from_pairs(
@@ -431,7 +583,7 @@ mod tests {
                 fast.prepare();
                 assert!(fast.ascii_plain & (1 << b'.') != 0 || uds.len() == 3);
                 assert!(fast.ascii_plain & (1 << b'a') == 0);
-                let alphabet: Vec<char> = "aZ0 Qb.(<eop>x\u{301}\u{a0}".chars().collect();
+                let alphabet: Vec<char> = "aZ0 Qb.(<eop>x\u{301}\u{a0}éＡ…ﬁ".chars().collect();
                 agree(&fast, &general, &alphabet, 3000, 16, &mut x, flags);
             }
         }

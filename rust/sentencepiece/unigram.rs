@@ -212,7 +212,7 @@ impl SpUnigram {
                 let mut s = 0usize;
                 self.start_lattice(best, bytes.len(), 0.0);
                 while s < bytes.len() {
-                    s += self.step(bytes, best, s, &mut frontier, unk_score, None);
+                    s += self.step(bytes, best, s, &mut frontier, unk_score);
                 }
                 backtrack(best, bytes.len(), 0, out)
             }
@@ -283,55 +283,28 @@ impl SpUnigram {
             if let Some(e) = slot.filter(|e| x.abs() <= e.xmax) {
                 // Exact by `WordCache`'s argument: the reference's best path over the word
                 // from `x`, and the float32 scores it stores along it.
-                let mut at = s;
-                for k in 0..usize::from(e.n).min(MAX_STEPS) {
-                    let (id, len) = (e.ids[k], e.lens[k]);
-                    let score = if len & UNK_STEP != 0 {
-                        unk_score
-                    } else {
-                        self.match_scores.get(id as usize).copied().unwrap_or(0.0)
-                    };
-                    x += score; // as the reference's `score + till` (commutative)
-                    let end = at + usize::from(len & !UNK_STEP);
-                    out.push(SpPiece { id, start: at, end });
-                    at = end;
-                }
+                x = self.replay(&e, s, x, unk_score, out);
                 cache.hits += 1;
                 s = q;
                 continue;
             }
+            if let (Some(key), None) = (key, slot) {
+                // A miss: the word's exact lattice alone decides its entry; when the entry
+                // applies to `x` its path is the reference's (the same argument as a hit), so
+                // the float32 lattice is not run at all.
+                let entry = self.exact_word(word, unk_score, &mut cache.scratch);
+                cache.insert(&key, entry);
+                if x.abs() <= entry.xmax {
+                    x = self.replay(&entry, s, x, unk_score, out);
+                    s = q;
+                    continue;
+                }
+            }
             self.start_lattice(best, word.len(), x);
             let mut frontier = 0usize;
             let mut p = 0usize;
-            match key {
-                Some(key) if slot.is_none() => {
-                    // Run the word's positions as usual while the same trie walks fill the
-                    // word's exact lattice, then cache what it allows.
-                    let sc = &mut cache.scratch;
-                    sc.clear();
-                    sc.resize(word.len() + 1, Exact::UNREACHED);
-                    if let Some(c) = sc.first_mut() {
-                        c.v = 0.0;
-                    }
-                    let mut biggest = 0f64;
-                    let mut chars = 0usize;
-                    while p < word.len() {
-                        let ex = Some((&mut sc[..], 0, &mut biggest));
-                        p += self.step(word, best, p, &mut frontier, unk_score, ex);
-                        chars += 1;
-                    }
-                    let entry = exact_entry(sc, chars, biggest)
-                        // A cheap guard on the argument: the path just taken must be the
-                        // entry's whenever the entry applies to `x`.
-                        .filter(|e| x.abs() > e.xmax || path_matches(best, 0, word.len(), e))
-                        .unwrap_or(Slot::REFUSED);
-                    cache.insert(&key, entry);
-                }
-                _ => {
-                    while p < word.len() {
-                        p += self.step(word, best, p, &mut frontier, unk_score, None);
-                    }
-                }
+            while p < word.len() {
+                p += self.step(word, best, p, &mut frontier, unk_score);
             }
             backtrack(best, word.len(), s, out)?;
             x = best.get(word.len()).map_or(0.0, |b| b.score);
@@ -340,10 +313,79 @@ impl SpUnigram {
         Ok(())
     }
 
+    /// Push the path of entry `e` for the word at `s`, starting from score `x`; returns the
+    /// score at the word's end, summed in the reference's order.
+    #[inline]
+    fn replay(
+        &self,
+        e: &Slot,
+        s: usize,
+        mut x: f32,
+        unk_score: f32,
+        out: &mut Vec<SpPiece>,
+    ) -> f32 {
+        let mut at = s;
+        for k in 0..usize::from(e.n).min(MAX_STEPS) {
+            let (id, len) = (e.ids[k], e.lens[k]);
+            let score = if len & UNK_STEP != 0 {
+                unk_score
+            } else {
+                self.match_scores.get(id as usize).copied().unwrap_or(0.0)
+            };
+            x += score; // as the reference's `score + till` (commutative)
+            let end = at + usize::from(len & !UNK_STEP);
+            out.push(SpPiece { id, start: at, end });
+            at = end;
+        }
+        x
+    }
+
+    /// The cache entry of `word` (at most `MAX_WORD` bytes) from its exact (double precision)
+    /// lattice: the same candidates the reference's loop offers, from a start score of 0.
+    fn exact_word(&self, word: &[u8], unk_score: f32, sc: &mut Vec<Exact>) -> Slot {
+        let n = word.len();
+        sc.clear();
+        sc.resize(n + 1, Exact::UNREACHED);
+        if let Some(c) = sc.first_mut() {
+            c.v = 0.0;
+        }
+        let scores = &self.match_scores[..];
+        let mut biggest = 0f64;
+        let mut chars = 0usize;
+        let mut p = 0usize;
+        while p < n {
+            let till = sc.get(p).map_or(f64::NEG_INFINITY, |c| c.v);
+            let mblen = one_char_len(word[p]).min(n - p);
+            let mut has_single = false;
+            let row = &mut sc[p..];
+            let mut offer = |len: usize, id: u32, score: f32, unk: bool| {
+                let cand = till + f64::from(score);
+                biggest = biggest.max(cand.abs());
+                if let Some(t) = row.get_mut(len) {
+                    t.offer(cand, p as u8, id, unk);
+                }
+            };
+            self.trie.for_each_prefix(&word[p..], |len, id| {
+                offer(
+                    len,
+                    id,
+                    scores.get(id as usize).copied().unwrap_or(0.0),
+                    false,
+                );
+                has_single |= len == mblen;
+            });
+            if !has_single {
+                offer(mblen, self.unk_id, unk_score, true);
+            }
+            p += mblen;
+            chars += 1;
+        }
+        exact_entry(sc, chars, biggest).unwrap_or(Slot::REFUSED)
+    }
+
     /// One position of the reference's loop: re-centre if needed, then offer every piece
     /// starting at `s` (or the unknown character) to the position where it ends. Returns the
-    /// length of the character at `s`. With `exact` = (word lattice, word start, largest
-    /// |candidate|), the same candidates are also offered in double precision.
+    /// length of the character at `s`.
     #[inline(always)]
     fn step(
         &self,
@@ -352,7 +394,6 @@ impl SpUnigram {
         s: usize,
         frontier: &mut usize,
         unk_score: f32,
-        mut exact: Option<(&mut [Exact], usize, &mut f64)>,
     ) -> usize {
         let n = bytes.len();
         let till = recentre(best, s, *frontier);
@@ -363,11 +404,7 @@ impl SpUnigram {
         let mblen = one_char_len(bytes[s]).min(n - s);
         let mut has_single = false;
         let mut longest = 0usize;
-        let till64 = match &exact {
-            Some((sc, start, _)) => sc.get(s - start).map_or(f64::NEG_INFINITY, |c| c.v),
-            None => 0.0,
-        };
-        let mut offer = |len: usize, id: u32, score: f32, unk: bool| {
+        let mut offer = |len: usize, id: u32, score: f32| {
             let cand = score + till;
             if let Some(t) = row.get_mut(len) {
                 if cand > t.score {
@@ -378,27 +415,15 @@ impl SpUnigram {
                     };
                 }
             }
-            if let Some((sc, start, biggest)) = &mut exact {
-                let cand = till64 + f64::from(score);
-                **biggest = biggest.max(cand.abs());
-                if let Some(t) = sc.get_mut(s - *start + len) {
-                    t.offer(cand, (s - *start) as u8, id, unk);
-                }
-            }
         };
         self.trie.for_each_prefix(&bytes[s..], |len, id| {
-            offer(
-                len,
-                id,
-                scores.get(id as usize).copied().unwrap_or(0.0),
-                false,
-            );
+            offer(len, id, scores.get(id as usize).copied().unwrap_or(0.0));
             has_single |= len == mblen;
             longest = len;
         });
         if !has_single {
             longest = longest.max(mblen);
-            offer(mblen, self.unk_id, unk_score, true);
+            offer(mblen, self.unk_id, unk_score);
         }
         *frontier = (*frontier).max(s + longest);
         mblen
@@ -453,6 +478,7 @@ fn recentre(best: &mut [Best], s: usize, frontier: usize) -> f32 {
 }
 
 /// Whether the lattice's best path from `q` back to `s` is the entry's.
+#[cfg(test)]
 fn path_matches(best: &[Best], s: usize, q: usize, e: &Slot) -> bool {
     let mut end = q;
     for k in (0..usize::from(e.n).min(MAX_STEPS)).rev() {
@@ -995,6 +1021,89 @@ mod tests {
             hits > 100_000 && refused > 50 && kept > 200,
             "{hits} {refused} {kept}"
         );
+    }
+
+    #[test]
+    fn an_entry_is_the_float32_path_for_every_start_it_allows() {
+        // The miss path replays `exact_word`'s entry instead of running the float32 lattice:
+        // for starting scores within the entry's bound (and just past it, where the entry must
+        // not be used) the float32 lattice from `x` must take exactly the entry's path.
+        let mut rng = crate::test_rng(0x51ED_2701_4F6C_DD1Du64);
+        let mut next = move |m: u64| rng() % m;
+        let letters = ["a", "b", "c", "é", "z"];
+        let score_list = [
+            -1.0f32,
+            -2.0,
+            -3.0,
+            -3.003,
+            -1.0039,
+            -0.99999994,
+            -1.5,
+            0.003,
+        ];
+        let (mut applied, mut refused) = (0usize, 0usize);
+        for _ in 0..200 {
+            let mut pieces = vec![PieceEntry {
+                piece: "<unk>".into(),
+                score: 0.0,
+                kind: Unknown,
+            }];
+            let mut seen = std::collections::HashSet::new();
+            for _ in 0..(next(30) + 5) {
+                let mut piece: String = if next(2) == 0 {
+                    "▁".into()
+                } else {
+                    String::new()
+                };
+                piece.extend((0..next(3) + 1).map(|_| letters[next(4) as usize]));
+                if seen.insert(piece.clone()) {
+                    pieces.push(PieceEntry {
+                        piece,
+                        score: score_list[next(score_list.len() as u64) as usize],
+                        kind: Normal,
+                    });
+                }
+            }
+            let m = SpUnigram::new(&pieces, 0).unwrap();
+            let unk_score = m.min_score - UNK_PENALTY;
+            let mut sc = Vec::new();
+            let mut best = Vec::new();
+            for _ in 0..20 {
+                let mut w = String::from("▁");
+                w.extend((0..next(6) + 1).map(|_| letters[next(5) as usize]));
+                let word = w.as_bytes();
+                if word.len() > MAX_WORD {
+                    continue;
+                }
+                let e = m.exact_word(word, unk_score, &mut sc);
+                if e.xmax < 0.0 {
+                    refused += 1;
+                    continue;
+                }
+                for x in [
+                    0.0f32,
+                    1.0,
+                    -7.5,
+                    e.xmax,
+                    -e.xmax,
+                    e.xmax * 0.37,
+                    -e.xmax * 0.91,
+                ] {
+                    m.start_lattice(&mut best, word.len(), x);
+                    let (mut frontier, mut p) = (0usize, 0usize);
+                    while p < word.len() {
+                        p += m.step(word, &mut best, p, &mut frontier, unk_score);
+                    }
+                    assert!(path_matches(&best, 0, word.len(), &e), "{w:?} {x}");
+                    // And the scores it stores along the path are the replayed sums.
+                    let mut out = vec![];
+                    let end = m.replay(&e, 0, x, unk_score, &mut out);
+                    assert_eq!(end.to_bits(), best[word.len()].score.to_bits(), "{w:?} {x}");
+                    applied += 1;
+                }
+            }
+        }
+        assert!(applied > 1000 && refused > 20, "{applied} {refused}");
     }
 
     #[test]
