@@ -24,8 +24,10 @@
 //!   the BPE output (which is one such cover), so a depth-first search finds it; see `encode`
 //!   for why the dead-position memo keeps it near-linear.
 //!
-//! Models that break the precondition (or whose ids are not one per string) get no encoder
-//! and keep the heap path.
+//! Models that break the precondition (or whose ids are not one per string, or are sparse:
+//! ids index a table while building) get no encoder and keep the heap path. Building happens
+//! inside the first long word's encode, so it finds splits without merging each token on its
+//! own (see `build`).
 
 use std::sync::{Mutex, OnceLock};
 
@@ -313,7 +315,7 @@ impl Backtrack {
             });
             arena.extend_from_slice(b);
         }
-        let bytes = |e: &Ent| arena.get(e.off as usize..(e.off + e.len) as usize);
+        let bytes = |e: &Ent| arena.get(e.off as usize..e.off as usize + e.len as usize);
         ents.sort_unstable_by(|x, y| x.head.cmp(&y.head).then_with(|| bytes(x).cmp(&bytes(y))));
         let n = ents.len();
         // Dense indices in breadth-first trie order (by length, then bytes): the tokens a
@@ -507,7 +509,7 @@ impl Backtrack {
         let mut path: Vec<(u32, u32)> = vec![(0, NONE)];
         let mut prev: &[u8] = &[];
         for (i, e) in ents.iter().enumerate() {
-            let s = arena.get(e.off as usize..(e.off + e.len) as usize)?;
+            let s = arena.get(e.off as usize..e.off as usize + e.len as usize)?;
             let k = prev.iter().zip(s).take_while(|(a, b)| a == b).count();
             if k == s.len() {
                 // The same string twice: not one id per string.
