@@ -24,10 +24,11 @@
 //!   the BPE output (which is one such cover), so a depth-first search finds it; see `encode`
 //!   for why the dead-position memo keeps it near-linear.
 //!
-//! Models that break the precondition (or whose ids are not one per string) get no encoder
-//! and keep the heap path.
+//! Models that break the precondition (or whose ids are not one per string, or are sparse:
+//! ids index a table while building) get no encoder and keep the heap path. Building happens
+//! inside the first long word's encode, so it finds splits without merging each token on its
+//! own (see `build`).
 
-use ahash::{AHashMap, AHashSet};
 use std::sync::{Mutex, OnceLock};
 
 const NONE: u32 = u32::MAX;
@@ -156,7 +157,8 @@ impl PairTable {
             loop {
                 let s = *t.slots.get(i)?;
                 if s == 0 || s >> RANK_BITS == k {
-                    // A pair listed twice keeps its last rank, as in the model's table.
+                    // A pair listed twice keeps its later rank, as in the model's table.
+                    let r = r.max((s & ((1 << RANK_BITS) - 1)) as u32);
                     *t.slots.get_mut(i)? = (k << RANK_BITS) | u64::from(r);
                     break;
                 }
@@ -200,35 +202,89 @@ impl PairTable {
     }
 }
 
-/// The standalone BPE run of `syms` (ids), in place: the lowest rank first, leftmost among
-/// equals (strict `<` while scanning left to right). Returns the last merge applied.
-fn standalone<L>(syms: &mut Vec<u32>, lookup: &L) -> Option<(u32, u32)>
-where
-    L: Fn(u32, u32) -> Option<(u32, u32)>,
-{
-    let mut last = None;
+/// Whether BPE of the concatenation of tokens `t1` and `t2` reaches the state [t1, t2] (see
+/// the module notes): the seam is walked back in time, the later formed of the two seam
+/// symbols replaced by its part on the seam, and a crossing merge at any step that beats the
+/// end of that period means the two do not survive. With `top`, the pair (t1, t2) itself
+/// counts too (it would fire last), so true means BPE gives [t1, t2] back; without, it
+/// decides whether the run of the concatenation passes through [t1, t2] (a token's split).
+/// `pair` gives rank + 1 of a merge of two tokens. The `rmin`/`lmin` bounds of `toks` only
+/// prune: zero bounds (during `build`) make the walk complete.
+#[inline]
+fn seam_holds<P: Fn(u32, u32) -> Option<u32>>(
+    toks: &[Tok],
+    pair: P,
+    t1: u32,
+    t2: u32,
+    top: bool,
+) -> bool {
+    let (mut x, mut y) = (t1, t2);
+    let (mut px, mut py) = (INF, INF);
+    let mut check = top;
     loop {
-        let mut best: Option<(u32, usize, u32)> = None;
-        for (i, w) in syms.windows(2).enumerate() {
-            if let Some((rank, new)) = lookup(w[0], w[1]) {
-                if best.is_none_or(|(r, _, _)| rank < r) {
-                    best = Some((rank, i, new));
+        let (Some(&tx), Some(&ty)) = (toks.get(x as usize), toks.get(y as usize)) else {
+            return false;
+        };
+        if check {
+            // Every check left (this one included) has a rank of at least `floor`, against
+            // bounds that only decrease (a child ranks before its parent): none can fail.
+            let floor = tx.rmin.max(ty.lmin);
+            if floor >= px || floor > py {
+                return true;
+            }
+            if let Some(m) = pair(x, y) {
+                if m < px && m <= py {
+                    return false;
                 }
             }
         }
-        let Some((_, i, new)) = best else {
-            return last;
-        };
-        last = syms.get(i).copied().zip(syms.get(i + 1).copied());
-        syms[i] = new;
-        syms.remove(i + 1);
+        check = true;
+        if tx.rank == 0 && ty.rank == 0 {
+            return true;
+        }
+        // The later formed: higher rank, y on ties.
+        if ty.rank >= tx.rank {
+            py = ty.rank;
+            y = ty.left;
+        } else {
+            px = tx.rank;
+            x = tx.right;
+        }
     }
+}
+
+/// A vocabulary string in `build`'s buffer, with its first eight bytes as a sort key.
+#[derive(Clone, Copy)]
+struct Ent {
+    head: u64,
+    off: u32,
+    len: u32,
+    id: u32,
+}
+
+/// `Backtrack::trie`'s result: the breadth-first trie, each token's node, and each token's
+/// longest proper prefix that is a token (NONE if none), by dense index.
+struct Trie {
+    nodes: Vec<Node>,
+    label: Vec<u8>,
+    wide: Vec<u32>,
+    node_of: Vec<u32>,
+    up: Vec<u32>,
 }
 
 impl Backtrack {
     /// Build from every (string, id) of the vocabulary, the base symbol id of a character,
     /// the merge table `lookup(left, right) -> (rank, merged id)` and its entries
     /// `(left, right, rank)`. None when the model does not meet the preconditions.
+    ///
+    /// Building must stay cheap (it happens on the first long word, inside that encode), so
+    /// no token is merged on its own: tokens are taken shortest first, and a token t of
+    /// several characters is reachable with split (l, r) exactly when l is a reachable proper
+    /// prefix of t, r the reachable rest, the run of t's characters passes through [l, r]
+    /// (`seam_holds` without the top pair, exact for l and r, whose own parts were checked
+    /// before) and (l, r) merges into t (then it fires: it is the only pair left). The run is
+    /// deterministic, so at most one two-symbol state lies on it: the first (l, r) that
+    /// passes is the split, and when none passes the run never ends in t.
     pub fn build<'a, V, B, L, M>(vocab: V, base: B, lookup: L, merges: M) -> Option<Backtrack>
     where
         V: Iterator<Item = (&'a str, u32)>,
@@ -236,171 +292,309 @@ impl Backtrack {
         L: Fn(u32, u32) -> Option<(u32, u32)>,
         M: Iterator<Item = (u32, u32, u32)>,
     {
-        let mut vocab: Vec<(&str, u32)> = vocab.collect();
-        // Dense indices in breadth-first trie order (by length, then bytes): the tokens a
-        // text uses together sit close in memory, as do their trie nodes.
-        vocab.sort_unstable_by(|x, y| (x.0.len(), x.0).cmp(&(y.0.len(), y.0)));
-        // One string per id: then an id stands for its string and a merge's result is the
-        // concatenation of its parts.
-        let mut seen = AHashSet::with_capacity(vocab.len());
-        if !vocab.iter().all(|&(_, id)| seen.insert(id)) {
-            return None;
-        }
-        // Reachability and splits. Ranks must fit `rank + 1` below INF.
-        let mut dense: AHashMap<u32, u32> = AHashMap::with_capacity(vocab.len());
-        let mut toks: Vec<Tok> = Vec::with_capacity(vocab.len());
-        let mut strs: Vec<&str> = Vec::with_capacity(vocab.len());
-        let mut splits: Vec<(u32, u32)> = Vec::with_capacity(vocab.len());
-        let mut syms = Vec::new();
-        for &(s, id) in &vocab {
-            syms.clear();
-            for c in s.chars() {
-                match base(c) {
-                    Some(b) => syms.push(b),
-                    None => break,
-                }
-            }
-            if syms.is_empty() || syms.len() != s.chars().count() {
+        // The strings copied once into one buffer (the later passes read them in other
+        // orders, which across separate allocations costs a cache miss each), then sorted
+        // by bytes: the first eight bytes as a number decide most comparisons (zero padding
+        // ties only strings that the full comparison then orders).
+        let mut arena: Vec<u8> = Vec::new();
+        let mut ents: Vec<Ent> = Vec::new();
+        for (s, id) in vocab {
+            let b = s.as_bytes();
+            if b.is_empty() {
                 continue;
             }
-            let (rank, split) = if syms.len() == 1 {
-                if syms[0] != id {
-                    continue;
-                }
-                (0, (NONE, NONE))
-            } else {
-                let last = standalone(&mut syms, &lookup);
-                match (syms.as_slice(), last) {
-                    (&[t], Some((l, r))) if t == id => {
-                        let (rank, _) = lookup(l, r)?;
-                        (rank.checked_add(1).filter(|&r| r < INF)?, (l, r))
-                    }
-                    _ => continue,
-                }
-            };
-            dense.insert(id, toks.len() as u32);
-            toks.push(Tok {
+            let mut h = [0u8; 8];
+            for (d, &x) in h.iter_mut().zip(b) {
+                *d = x;
+            }
+            ents.push(Ent {
+                head: u64::from_be_bytes(h),
+                off: u32::try_from(arena.len()).ok()?,
+                len: u32::try_from(b.len()).ok()?,
                 id,
-                len: u32::try_from(s.len()).ok()?,
-                rank,
+            });
+            arena.extend_from_slice(b);
+        }
+        let bytes = |e: &Ent| arena.get(e.off as usize..e.off as usize + e.len as usize);
+        ents.sort_unstable_by(|x, y| x.head.cmp(&y.head).then_with(|| bytes(x).cmp(&bytes(y))));
+        let n = ents.len();
+        // Dense indices in breadth-first trie order (by length, then bytes): the tokens a
+        // text uses together sit close in memory, as do their trie nodes. A stable counting
+        // sort by length of the byte order gives it.
+        let max_len = ents.iter().map(|e| e.len as usize).max().unwrap_or(0);
+        let mut start = vec![0usize; max_len + 2];
+        for e in &ents {
+            *start.get_mut(e.len as usize + 1)? += 1;
+        }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let mut by_len = vec![0u32; n];
+        let mut dense_at = vec![0u32; n];
+        for (i, e) in ents.iter().enumerate() {
+            let d = start.get_mut(e.len as usize)?;
+            *by_len.get_mut(*d)? = i as u32;
+            *dense_at.get_mut(i)? = *d as u32;
+            *d += 1;
+        }
+        // One string per id: then an id stands for its string and a merge's result is the
+        // concatenation of its parts. Ids index a table (sparse ids: no encoder).
+        let max_id = ents.iter().map(|e| e.id as usize).max().unwrap_or(0);
+        if max_id > n.saturating_mul(8) + 1024 {
+            return None;
+        }
+        let mut dense_of = vec![NONE; max_id + 1];
+        for (i, e) in ents.iter().enumerate() {
+            let slot = dense_of.get_mut(e.id as usize)?;
+            if *slot != NONE {
+                return None;
+            }
+            *slot = *dense_at.get(i)?;
+        }
+        let Trie {
+            mut nodes,
+            label,
+            wide,
+            node_of,
+            up,
+        } = Self::trie(&ents, &arena, &dense_at)?;
+        let mut toks: Vec<Tok> = Vec::with_capacity(n);
+        for &i in &by_len {
+            let e = ents.get(i as usize)?;
+            toks.push(Tok {
+                id: e.id,
+                len: e.len,
+                // INF: not (yet) known reachable. Zero bounds: no pruning while building.
+                rank: INF,
                 left: NONE,
                 right: NONE,
                 prefix: NONE,
-                rmin: INF,
-                lmin: INF,
+                rmin: 0,
+                lmin: 0,
             });
-            strs.push(s);
-            splits.push(split);
         }
-        // Splits in dense indices, and the precondition: a token ranks after its parts.
-        for i in 0..toks.len() {
-            let (l, r) = splits[i];
-            if l == NONE {
-                continue;
-            }
-            let (&dl, &dr) = (dense.get(&l)?, dense.get(&r)?);
-            let rank = toks[i].rank;
-            if toks[dl as usize].rank >= rank || toks[dr as usize].rank >= rank {
-                return None;
-            }
-            toks[i].left = dl;
-            toks[i].right = dr;
-        }
-        // Merges in rank order, so that a pair listed twice keeps its last rank.
+        // Every merge of two tokens (those with an unreachable part are never looked up:
+        // only reachable tokens are ever adjacent).
         let mut list = Vec::new();
         for (a, b, rank) in merges {
-            if let (Some(&da), Some(&db)) = (dense.get(&a), dense.get(&b)) {
+            let (Some(&da), Some(&db)) = (dense_of.get(a as usize), dense_of.get(b as usize))
+            else {
+                continue;
+            };
+            if da != NONE && db != NONE {
                 list.push((da, db, rank.checked_add(1).filter(|&r| r < INF)?));
             }
         }
-        list.sort_unstable_by_key(|e| e.2);
-        // Pruning bounds: per token the smallest rank as a left / right part, then the
-        // minimum along its right / left spine (parts come before the token in rank order,
-        // so one pass in rank order sees them done).
-        let (mut as_left, mut as_right) = (vec![INF; toks.len()], vec![INF; toks.len()]);
-        for &(a, b, r) in &list {
+        let mut bt = Backtrack {
+            toks,
+            pairs: PairTable::new(&list)?,
+            nodes: Vec::new(),
+            label,
+            wide,
+        };
+        // Reachability, splits and prefix links, shortest first. The trie's end marks of
+        // tokens found unreachable are removed as we go, so `exact` finds only reachable
+        // tokens among the shorter ones (all that a token's parts can be).
+        for d in 0..n {
+            let e = *ents.get(*by_len.get(d)? as usize)?;
+            let s = bytes(&e)?;
+            // The proper prefixes that are tokens, longest first, by the `up` links.
+            let mut prefix = NONE;
+            let mut reach = None;
+            let mut l = *up.get(d)?;
+            let single = std::str::from_utf8(s)
+                .ok()?
+                .chars()
+                .next()
+                .filter(|c| c.len_utf8() == s.len());
+            if let Some(c) = single {
+                if base(c) == Some(e.id) {
+                    reach = Some((0, NONE, NONE));
+                }
+            }
+            while let Some(&tl) = bt.toks.get(l as usize) {
+                let next = *up.get(l as usize)?;
+                if tl.rank == INF {
+                    l = next;
+                    continue;
+                }
+                if prefix == NONE {
+                    prefix = l;
+                }
+                if single.is_some() || reach.is_some() {
+                    break;
+                }
+                let r = bt.exact(&nodes, s.get(tl.len as usize..)?);
+                if let (Some(&tr), Some(_)) = (bt.toks.get(r as usize), bt.pairs.get(l, r)) {
+                    if seam_holds(&bt.toks, |x, y| bt.pairs.get(x, y), l, r, false) {
+                        // [l, r] is on the run; t is reachable iff (l, r) makes t.
+                        if let Some((rank, merged)) = lookup(tl.id, tr.id) {
+                            if merged == e.id {
+                                let rank = rank.checked_add(1).filter(|&r| r < INF)?;
+                                // The precondition: a token ranks after its parts.
+                                if tl.rank >= rank || tr.rank >= rank {
+                                    return None;
+                                }
+                                reach = Some((rank, l, r));
+                            }
+                        }
+                        // No other (l, r) can pass (see above): only the prefix link is
+                        // still wanted, found already.
+                        break;
+                    }
+                }
+                l = next;
+            }
+            let tok = bt.toks.get_mut(d)?;
+            tok.prefix = prefix;
+            match reach {
+                Some((rank, l, r)) => {
+                    tok.rank = rank;
+                    tok.left = l;
+                    tok.right = r;
+                }
+                None => nodes.get_mut(*node_of.get(d)? as usize)?.tok = NONE,
+            }
+        }
+        // Pruning bounds: per token the smallest rank as a left / right part of a merge
+        // between reachable tokens (no other pair is ever adjacent), then the minimum along
+        // its right / left spine (parts are shorter, so done before).
+        let (mut as_left, mut as_right) = (vec![INF; n], vec![INF; n]);
+        let reachable = |t: u32| bt.toks.get(t as usize).is_some_and(|t| t.rank != INF);
+        for &(a, b, r) in list.iter().filter(|e| reachable(e.0) && reachable(e.1)) {
             let l = as_left.get_mut(a as usize)?;
             *l = (*l).min(r);
             let rr = as_right.get_mut(b as usize)?;
             *rr = (*rr).min(r);
         }
-        let mut by_rank: Vec<u32> = (0..toks.len() as u32).collect();
-        by_rank.sort_unstable_by_key(|&t| toks[t as usize].rank);
-        for &t in &by_rank {
-            let tok = *toks.get(t as usize)?;
-            let (mut rmin, mut lmin) = (as_left[t as usize], as_right[t as usize]);
+        for t in 0..n {
+            let tok = *bt.toks.get(t)?;
+            let (mut rmin, mut lmin) = (as_left[t], as_right[t]);
             if tok.left != NONE {
-                rmin = rmin.min(toks.get(tok.right as usize)?.rmin);
-                lmin = lmin.min(toks.get(tok.left as usize)?.lmin);
+                rmin = rmin.min(bt.toks.get(tok.right as usize)?.rmin);
+                lmin = lmin.min(bt.toks.get(tok.left as usize)?.lmin);
             }
-            let tok = toks.get_mut(t as usize)?;
+            let tok = bt.toks.get_mut(t)?;
             tok.rmin = rmin;
             tok.lmin = lmin;
         }
-        let pairs = PairTable::new(&list)?;
-        // The trie, first with hashed edges, then laid out breadth first.
-        let mut edges: AHashMap<(u32, u8), u32> = AHashMap::new();
-        let mut ends = vec![NONE];
-        for (t, s) in strs.iter().enumerate() {
-            let mut node = 0u32;
-            for &b in s.as_bytes() {
-                let fresh = ends.len() as u32;
-                node = *edges.entry((node, b)).or_insert(fresh);
-                if node == fresh {
-                    ends.push(NONE);
-                }
+        bt.nodes = nodes;
+        Some(bt)
+    }
+
+    /// The trie of the byte-sorted strings, laid out breadth first. Built without hashing:
+    /// in byte order, a string shares with the previous one exactly the path of their
+    /// common prefix, so a preorder trie (children chained in byte order) grows by
+    /// appending, and the tokens along that path give each token's longest proper prefix
+    /// token (`up`); then a breadth-first pass lays the trie out.
+    fn trie(ents: &[Ent], arena: &[u8], dense_at: &[u32]) -> Option<Trie> {
+        #[derive(Clone, Copy)]
+        struct Pre {
+            first: u32,
+            sib: u32,
+            last: u32,
+            end: u32,
+            label: u8,
+        }
+        let fresh = |label| Pre {
+            first: NONE,
+            sib: NONE,
+            last: NONE,
+            end: NONE,
+            label,
+        };
+        let mut pre = vec![fresh(0)];
+        let mut up = vec![NONE; ents.len()];
+        // The current path: node and the last token ending on it at or above that depth.
+        let mut path: Vec<(u32, u32)> = vec![(0, NONE)];
+        let mut prev: &[u8] = &[];
+        for (i, e) in ents.iter().enumerate() {
+            let s = arena.get(e.off as usize..e.off as usize + e.len as usize)?;
+            let k = prev.iter().zip(s).take_while(|(a, b)| a == b).count();
+            if k == s.len() {
+                // The same string twice: not one id per string.
+                return None;
             }
-            *ends.get_mut(node as usize)? = t as u32;
+            path.truncate(k + 1);
+            for &b in s.get(k..)? {
+                let &(parent, above) = path.last()?;
+                let node = pre.len() as u32;
+                pre.push(fresh(b));
+                let p = pre.get_mut(parent as usize)?;
+                let last = std::mem::replace(&mut p.last, node);
+                match last {
+                    NONE => p.first = node,
+                    l => pre.get_mut(l as usize)?.sib = node,
+                }
+                path.push((node, above));
+            }
+            let t = *dense_at.get(i)?;
+            let end = path.last_mut()?;
+            *up.get_mut(t as usize)? = end.1;
+            end.1 = t;
+            pre.get_mut(end.0 as usize)?.end = t;
+            prev = s;
         }
-        let mut children: Vec<Vec<(u8, u32)>> = vec![Vec::new(); ends.len()];
-        for (&(node, b), &child) in &edges {
-            children.get_mut(node as usize)?.push((b, child));
-        }
-        let n = ends.len();
+        let total = pre.len();
         let empty = Node {
             first: 0,
             count: 0,
             wide: NONE,
             tok: NONE,
         };
-        let (mut nodes, mut label, mut wide) = (vec![empty; n], vec![0u8; n], Vec::new());
-        // BFS: `order[k]` is the old node placed at new index k.
-        let mut order = vec![0u32];
+        let (mut nodes, mut label, mut wide) = (vec![empty; total], vec![0u8; total], Vec::new());
+        let mut node_of = vec![NONE; ents.len()];
+        // `order[k]` is the preorder node placed at breadth-first index k.
+        let mut order = Vec::with_capacity(total);
+        order.push(0u32);
         let mut k = 0;
         while let Some(&old) = order.get(k) {
-            let kids = children.get_mut(old as usize)?;
-            kids.sort_unstable();
-            let node = nodes.get_mut(k)?;
-            node.tok = *ends.get(old as usize)?;
-            node.first = order.len() as u32;
-            node.count = kids.len() as u32;
-            if node.count > NARROW {
-                node.wide = (wide.len() / 256) as u32;
-                wide.resize(wide.len() + 256, NONE);
+            let p = *pre.get(old as usize)?;
+            if p.end != NONE {
+                *node_of.get_mut(p.end as usize)? = k as u32;
             }
-            let block = wide.len().saturating_sub(256);
-            for &(b, child) in kids.iter() {
-                if node.wide != NONE {
-                    *wide.get_mut(block + b as usize)? = order.len() as u32;
+            let begin = order.len();
+            let mut c = p.first;
+            while let Some(child) = pre.get(c as usize) {
+                *label.get_mut(order.len())? = child.label;
+                order.push(c);
+                c = child.sib;
+            }
+            let count = (order.len() - begin) as u32;
+            let node = nodes.get_mut(k)?;
+            node.tok = p.end;
+            node.first = begin as u32;
+            node.count = count;
+            if count > NARROW {
+                node.wide = (wide.len() / 256) as u32;
+                let block = wide.len();
+                wide.resize(block + 256, NONE);
+                for j in begin..order.len() {
+                    *wide.get_mut(block + *label.get(j)? as usize)? = j as u32;
                 }
-                *label.get_mut(order.len())? = b;
-                order.push(child);
             }
             k += 1;
         }
-        let mut bt = Backtrack {
-            toks,
-            pairs,
+        Some(Trie {
             nodes,
             label,
             wide,
-        };
-        for (t, s) in strs.iter().enumerate() {
-            let s = s.as_bytes();
-            let p = bt.longest(s.get(..s.len() - 1)?);
-            bt.toks[t].prefix = p;
+            node_of,
+            up,
+        })
+    }
+
+    /// The node of the token spelled exactly `s` (dense), or NONE; `nodes` given apart as
+    /// `build` still edits them.
+    fn exact(&self, nodes: &[Node], s: &[u8]) -> u32 {
+        let mut node = 0u32;
+        for &b in s {
+            let Some(nd) = nodes.get(node as usize) else {
+                return NONE;
+            };
+            node = self.child(nd, b);
         }
-        Some(bt)
+        nodes.get(node as usize).map_or(NONE, |nd| nd.tok)
     }
 
     #[inline]
@@ -441,36 +635,7 @@ impl Backtrack {
     /// Whether BPE of the two tokens' concatenation gives them back (see the module notes).
     #[inline]
     fn valid(&self, t1: u32, t2: u32) -> bool {
-        let (mut x, mut y) = (t1, t2);
-        let (mut px, mut py) = (INF, INF);
-        loop {
-            let (Some(&tx), Some(&ty)) = (self.toks.get(x as usize), self.toks.get(y as usize))
-            else {
-                return false;
-            };
-            // Every check left (this one included) has a rank of at least `floor`, against
-            // bounds that only decrease (a child ranks before its parent): none can fail.
-            let floor = tx.rmin.max(ty.lmin);
-            if floor >= px || floor > py {
-                return true;
-            }
-            if let Some(m) = self.pairs.get(x, y) {
-                if m < px && m <= py {
-                    return false;
-                }
-            }
-            if tx.rank == 0 && ty.rank == 0 {
-                return true;
-            }
-            // The later formed: higher rank, y on ties.
-            if ty.rank >= tx.rank {
-                py = ty.rank;
-                y = ty.left;
-            } else {
-                px = tx.rank;
-                x = tx.right;
-            }
-        }
+        seam_holds(&self.toks, |x, y| self.pairs.get(x, y), t1, t2, true)
     }
 
     /// Encode `text` (the concatenation of base symbols' strings), calling `emit(id, len)`
@@ -538,6 +703,7 @@ impl Backtrack {
 mod tests {
     use super::*;
     use crate::models::bpe::engine::Word;
+    use ahash::AHashMap;
 
     fn key(a: u32, b: u32) -> u64 {
         (u64::from(a) << 32) | u64::from(b)
@@ -684,6 +850,102 @@ mod tests {
         // Most tables qualify; the others must be refused, not mis-encoded.
         assert!(built > 1500, "{built}");
         assert!(words > 30000);
+    }
+
+    /// The standalone run of `syms` done the plain way (lowest rank, leftmost first), with
+    /// the last merge applied.
+    fn standalone<L: Fn(u32, u32) -> Option<(u32, u32)>>(
+        syms: &mut Vec<u32>,
+        lookup: L,
+    ) -> Option<(u32, u32)> {
+        let mut last = None;
+        loop {
+            let mut best: Option<(u32, usize, u32)> = None;
+            for (i, w) in syms.windows(2).enumerate() {
+                if let Some((rank, new)) = lookup(w[0], w[1]) {
+                    if best.is_none_or(|(r, _, _)| rank < r) {
+                        best = Some((rank, i, new));
+                    }
+                }
+            }
+            let Some((_, i, new)) = best else {
+                return last;
+            };
+            last = Some((syms[i], syms[i + 1]));
+            syms[i] = new;
+            syms.remove(i + 1);
+        }
+    }
+
+    #[test]
+    fn build_finds_each_tokens_standalone_run() {
+        // Reachability, split, rank and prefix link of every token against merging the
+        // token's characters on their own; a table breaking the precondition must be
+        // refused.
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let mut built = 0;
+        for round in 0..3000 {
+            let k = 2 + (round % 3) as u8;
+            let t = table(&mut rng, k);
+            let lookup = |a: u32, b: u32| t.merges.get(&key(a, b)).copied();
+            let bt = Backtrack::build(
+                t.ids.iter().map(|(s, &id)| (s.as_str(), id)),
+                |c| t.ids.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
+                lookup,
+                t.merges
+                    .iter()
+                    .map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
+            );
+            // The plain reference: (rank + 1, left id, right id) of each reachable token.
+            let mut reach: AHashMap<u32, (u32, u32, u32)> = AHashMap::new();
+            let mut ok = true;
+            for (s, &id) in &t.ids {
+                let mut syms: Vec<u32> = s.chars().map(|c| t.ids[&c.to_string()]).collect();
+                if syms.len() == 1 {
+                    reach.insert(id, (0, NONE, NONE));
+                    continue;
+                }
+                let last = standalone(&mut syms, lookup);
+                if let (&[one], Some((l, r))) = (syms.as_slice(), last) {
+                    if one == id {
+                        reach.insert(id, (lookup(l, r).unwrap().0 + 1, l, r));
+                    }
+                }
+            }
+            for &(rank, l, r) in reach.values() {
+                if l != NONE && (reach[&l].0 >= rank || reach[&r].0 >= rank) {
+                    ok = false;
+                }
+            }
+            let Some(bt) = bt else {
+                assert!(!ok, "refused a table that qualifies: {:?}", t.merges);
+                continue;
+            };
+            assert!(ok, "accepted a table that does not qualify: {:?}", t.merges);
+            built += 1;
+            let by_id: AHashMap<u32, Tok> = bt.toks.iter().map(|t| (t.id, *t)).collect();
+            for (s, &id) in &t.ids {
+                let tok = by_id[&id];
+                let id_of = |d: u32| bt.toks.get(d as usize).map_or(NONE, |t| t.id);
+                match reach.get(&id) {
+                    Some(&(rank, l, r)) => {
+                        assert_eq!((tok.rank, id_of(tok.left), id_of(tok.right)), (rank, l, r))
+                    }
+                    None => assert_eq!(tok.rank, INF, "{s:?}"),
+                }
+                if reach.contains_key(&id) {
+                    // The longest reachable proper prefix, by the trie.
+                    let want = (1..s.len())
+                        .rev()
+                        .map(|j| &s[..j])
+                        .find_map(|p| t.ids.get(p).filter(|i| reach.contains_key(i)))
+                        .copied();
+                    assert_eq!(id_of(tok.prefix), want.unwrap_or(NONE), "{s:?}");
+                    assert_eq!(bt.toks[bt.longest(s.as_bytes()) as usize].id, id);
+                }
+            }
+        }
+        assert!(built > 1500, "{built}");
     }
 
     #[test]
