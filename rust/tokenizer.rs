@@ -266,6 +266,52 @@ impl Tokenizer {
         Ok(())
     }
 
+    /// What an `Encoding` built on demand keeps of `encode(text)`: the model's ids of `text`
+    /// (before truncation and post-processing) and the ids `encode_ids` gives (without
+    /// padding), `None` when they are the model's ids unchanged. The ids are made the way
+    /// `encode_ids` makes them; `encode_from_model_ids` rebuilds the other id-level fields.
+    pub fn encode_ids_lazy(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+    ) -> Result<(Vec<u32>, Option<Vec<u32>>)> {
+        // Room for about one id per 3 bytes up front saves the first regrowths.
+        let mut model_ids = Vec::with_capacity(text.len().min(1 << 20) / 3 + 4);
+        self.core.ids_of_text(text, &mut model_ids)?;
+        let processor = self.core.post_processor();
+        if self.truncation.is_none() {
+            match processor {
+                None => return Ok((model_ids, None)),
+                Some(p) if p.single_ids_unchanged(add_special_tokens) => {
+                    return Ok((model_ids, None))
+                }
+                Some(p) => {
+                    if let Some(done) = p.single_ids(&model_ids, add_special_tokens) {
+                        return Ok((model_ids, Some(done)));
+                    }
+                }
+            }
+        }
+        let enc = self.truncate_and_process(
+            Encoding::placeholders(model_ids.clone()),
+            None,
+            add_special_tokens,
+        )?;
+        Ok((model_ids, Some(enc.ids)))
+    }
+
+    /// `encode(text)` (padding included) for a text whose model ids are `model_ids`, with
+    /// every field that depends only on the ids and their number: ids, type ids, attention
+    /// and special tokens masks, sequence ranges, overflowing parts likewise. Token strings,
+    /// offsets and words are placeholders (see `Encoding::placeholders`).
+    pub fn encode_from_model_ids(
+        &self,
+        model_ids: Vec<u32>,
+        add_special_tokens: bool,
+    ) -> Result<Encoding> {
+        self.post_process(Encoding::placeholders(model_ids), None, add_special_tokens)
+    }
+
     /// Ids of many texts across threads (no padding), for the fast batch outputs.
     pub fn encode_batch_ids(
         &self,
@@ -372,6 +418,25 @@ impl Tokenizer {
         pair: Option<Encoding>,
         add_special_tokens: bool,
     ) -> Result<Encoding> {
+        let enc = self.truncate_and_process(enc, pair, add_special_tokens)?;
+        match &self.padding {
+            Some(p) => {
+                let mut arr = [enc];
+                crate::encoding::pad_encodings(&mut arr, p)?;
+                let [e] = arr;
+                Ok(e)
+            }
+            None => Ok(enc),
+        }
+    }
+
+    /// `post_process` without the padding.
+    fn truncate_and_process(
+        &self,
+        enc: Encoding,
+        pair: Option<Encoding>,
+        add_special_tokens: bool,
+    ) -> Result<Encoding> {
         let (enc, pair) = match &self.truncation {
             Some(t) => {
                 let n_added = self.n_added_tokens(pair.is_some());
@@ -387,18 +452,9 @@ impl Tokenizer {
             }
             None => (enc, pair),
         };
-        let enc = match self.core.post_processor() {
-            Some(p) => p.process(enc, pair, add_special_tokens)?,
-            None => crate::processors::default_process(enc, pair, add_special_tokens)?,
-        };
-        match &self.padding {
-            Some(p) => {
-                let mut arr = [enc];
-                crate::encoding::pad_encodings(&mut arr, p)?;
-                let [e] = arr;
-                Ok(e)
-            }
-            None => Ok(enc),
+        match self.core.post_processor() {
+            Some(p) => p.process(enc, pair, add_special_tokens),
+            None => crate::processors::default_process(enc, pair, add_special_tokens),
         }
     }
 }
