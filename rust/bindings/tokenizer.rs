@@ -649,8 +649,8 @@ pub struct PyEncoding {
 
 enum State {
     /// Every field built: pairs, pre-tokenized input, merged or changed encodings.
-    Full(Encoding),
-    Lazy(Box<LazyEncoding>),
+    Full(Box<Encoding>),
+    Lazy(LazyEncoding),
 }
 
 /// What `encode` of a single text keeps to build the fields on demand.
@@ -666,9 +666,9 @@ struct LazyEncoding {
     /// The model's ids, before truncation and post-processing.
     model_ids: Vec<u32>,
     /// Everything but tokens, offsets and words (see `Tokenizer::encode_from_model_ids`).
-    id_fields: OnceLock<crate::Result<Encoding>>,
+    id_fields: OnceLock<Box<crate::Result<Encoding>>>,
     /// The whole encoding, from the full pipeline.
-    full: OnceLock<crate::Result<Encoding>>,
+    full: OnceLock<Box<crate::Result<Encoding>>>,
 }
 
 impl LazyEncoding {
@@ -680,19 +680,21 @@ impl LazyEncoding {
     }
 
     fn id_fields(&self) -> PyResult<&Encoding> {
-        if let Some(Ok(e)) = self.full.get() {
+        if let Some(Ok(e)) = self.full.get().map(|b| &**b) {
             return Ok(e);
         }
         // Id shuffling only, linear in the tokens like the Python lists made from them: kept
         // under the GIL.
         let r = self.id_fields.get_or_init(|| {
-            let mut e = self
+            let r = self
                 .tok
-                .encode_from_model_ids(self.model_ids.clone(), self.add_special_tokens)?;
-            self.batch_pad(&mut e);
-            Ok(e)
+                .encode_from_model_ids(self.model_ids.clone(), self.add_special_tokens);
+            Box::new(r.map(|mut e| {
+                self.batch_pad(&mut e);
+                e
+            }))
         });
-        r.as_ref().map_err(|e| to_py_err(e.clone()))
+        (**r).as_ref().map_err(|e| to_py_err(e.clone()))
     }
 
     fn full(&self, py: Python<'_>) -> PyResult<&Encoding> {
@@ -705,18 +707,20 @@ impl LazyEncoding {
                 // Another thread that asks meanwhile waits inside `get_or_init`, GIL released.
                 py.detach(|| {
                     self.full.get_or_init(|| {
-                        let mut e = self.tok.encode(
+                        let r = self.tok.encode(
                             InputSequence::Raw(text),
                             None,
                             self.add_special_tokens,
-                        )?;
-                        self.batch_pad(&mut e);
-                        Ok(e)
+                        );
+                        Box::new(r.map(|mut e| {
+                            self.batch_pad(&mut e);
+                            e
+                        }))
                     })
                 })
             }
         };
-        r.as_ref().map_err(|e| to_py_err(e.clone()))
+        (**r).as_ref().map_err(|e| to_py_err(e.clone()))
     }
 
     /// Whether no padding applies, so that every token is attended.
@@ -728,7 +732,7 @@ impl LazyEncoding {
 impl PyEncoding {
     fn full(inner: Encoding) -> Self {
         PyEncoding {
-            state: State::Full(inner),
+            state: State::Full(Box::new(inner)),
         }
     }
 
@@ -747,7 +751,7 @@ impl PyEncoding {
             crate::encoding::pad_ids(&mut ids, target, p.pad_id, p.direction);
         }
         PyEncoding {
-            state: State::Lazy(Box::new(LazyEncoding {
+            state: State::Lazy(LazyEncoding {
                 tok,
                 text,
                 add_special_tokens,
@@ -756,7 +760,7 @@ impl PyEncoding {
                 model_ids,
                 id_fields: OnceLock::new(),
                 full: OnceLock::new(),
-            })),
+            }),
         }
     }
 
@@ -797,8 +801,8 @@ impl PyEncoding {
     fn get_mut(&mut self, py: Python<'_>) -> PyResult<&mut Encoding> {
         if let State::Lazy(l) = &mut self.state {
             l.full(py)?;
-            let e = match l.full.take() {
-                Some(Ok(e)) => e,
+            let e = match l.full.take().map(|b| *b) {
+                Some(Ok(e)) => Box::new(e),
                 _ => return Err(to_py_err(crate::Error::other("encoding not built"))),
             };
             self.state = State::Full(e);
