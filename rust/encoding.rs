@@ -565,7 +565,9 @@ impl Encoding {
 
     /// Merge several encodings, left to right, into a new one.
     pub fn merge(encodings: impl IntoIterator<Item = Encoding>, growing_offsets: bool) -> Self {
-        let mut out = Encoding::default();
+        let encodings: Vec<Encoding> = encodings.into_iter().collect();
+        // Room for every token up front: one allocation per field instead of regrowths.
+        let mut out = Encoding::with_capacity(encodings.iter().map(Encoding::len).sum());
         for e in encodings {
             out.merge_with(e, growing_offsets);
         }
