@@ -1109,6 +1109,100 @@ mod tests {
             .collect()
     }
 
+    /// `encode_ids_lazy` and `encode_from_model_ids` (what a lazily built `Encoding` serves
+    /// before the full pipeline runs) give the same ids, type ids, masks, sequence ranges and
+    /// overflowing layout as `encode`, under every kind of processor, truncation and padding.
+    #[test]
+    fn lazy_encoding_parts_equal_full_encode() {
+        use crate::encoding::{Direction, PaddingStrategy, TruncationStrategy};
+        let bert =
+            serde_json::json!({"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]});
+        let template = serde_json::json!({
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 1}}, {"Sequence": {"id": "A", "type_id": 2}},
+                       {"SpecialToken": {"id": "x", "type_id": 0}}],
+            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]},
+                               "x": {"id": "x", "ids": [18, 19], "tokens": ["x", "##x"]}}
+        });
+        let byte_level = serde_json::json!({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true});
+        let truncations = [
+            None,
+            Some(TruncationParams {
+                max_length: 6,
+                stride: 2,
+                ..Default::default()
+            }),
+            Some(TruncationParams {
+                max_length: 5,
+                stride: 1,
+                direction: Direction::Left,
+                strategy: TruncationStrategy::OnlyFirst,
+            }),
+        ];
+        let paddings = [
+            None,
+            Some(PaddingParams {
+                pad_to_multiple_of: Some(4),
+                pad_id: 1,
+                ..Default::default()
+            }),
+            Some(PaddingParams {
+                strategy: PaddingStrategy::Fixed(20),
+                direction: Direction::Left,
+                pad_type_id: 3,
+                ..Default::default()
+            }),
+        ];
+        let docs = [
+            (bert_json(), Value::Null),
+            (bert_json(), bert),
+            (bert_json(), template),
+            (byte_level_json(true), byte_level),
+        ];
+        for (doc, processor) in docs {
+            let mut v: Value = serde_json::from_str(&doc).unwrap();
+            v["post_processor"] = processor;
+            let base = Tokenizer::from_json_value(v).unwrap();
+            for truncation in &truncations {
+                let Ok(tok) = base.with_truncation(truncation.clone()) else {
+                    continue;
+                };
+                for padding in &paddings {
+                    let tok = tok.with_padding(padding.clone());
+                    for t in texts(150) {
+                        for add in [true, false] {
+                            let full = tok.encode(InputSequence::Raw(&t), None, add);
+                            let lazy = tok.encode_ids_lazy(&t, add);
+                            let (Ok(full), Ok((model_ids, ids))) = (full, lazy) else {
+                                panic!("one path failed on {t:?}");
+                            };
+                            let mut ids = ids.unwrap_or_else(|| model_ids.clone());
+                            if let Some(p) = tok.padding() {
+                                let target = p.target(ids.len());
+                                crate::encoding::pad_ids(&mut ids, target, p.pad_id, p.direction);
+                            }
+                            assert_eq!(ids, full.ids, "ids of {t:?}");
+                            let part = tok.encode_from_model_ids(model_ids, add).unwrap();
+                            let same = |a: &Encoding, b: &Encoding| {
+                                a.ids == b.ids
+                                    && a.type_ids == b.type_ids
+                                    && a.attention_mask == b.attention_mask
+                                    && a.special_tokens_mask == b.special_tokens_mask
+                                    && a.sequence_ranges == b.sequence_ranges
+                                    && a.overflowing.len() == b.overflowing.len()
+                            };
+                            assert!(same(&part, &full), "fields of {t:?}");
+                            for (a, b) in part.overflowing.iter().zip(&full.overflowing) {
+                                assert!(same(a, b), "overflowing of {t:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn bert_fast_path_equals_general_pipeline() {
         let fast = Tokenizer::from_json_str(&bert_json()).unwrap();
