@@ -94,8 +94,10 @@ TEXTS = [
     "Hello, world!",
     "  The quick brown fox   jumps over the lazy dog.  ",
     "héllo wörld: naïve café, 日本語のテキスト and emoji 🤗🤗 too",
-    "It was the best of times, it was the worst of times, it was the age of wisdom, it was "
-    "the age of foolishness, it was the epoch of belief, it was the epoch of incredulity",
+    (
+        "It was the best of times, it was the worst of times, it was the age of wisdom, it was "
+        "the age of foolishness, it was the epoch of belief, it was the epoch of incredulity"
+    ),
 ]
 CONFIGS: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None]] = [
     ("plain", None, None),
@@ -129,7 +131,7 @@ def test_single_any_order(pair_of_tokenizers: Any, config: Any) -> None:
     for text in TEXTS:
         for add in (True, False):
             check_orders(
-                lambda: ours.encode(text, add_special_tokens=add),
+                lambda text=text, add=add: ours.encode(text, add_special_tokens=add),
                 theirs.encode(text, add_special_tokens=add),
                 f"{name} add={add} {text!r}",
             )
@@ -156,7 +158,7 @@ def test_batch_any_order(pair_of_tokenizers: Any, config: Any) -> None:
     mixed = [TEXTS[2], (TEXTS[3], TEXTS[4]), TEXTS[5]]
     try:
         want_mixed = theirs.encode_batch(mixed)
-    except BaseException:  # a stride too long for the pair: the reference panics
+    except BaseException:  # noqa: BLE001 (a stride too long for the pair: the reference panics)
         with pytest.raises(piecework.TokenizerError):
             ours.encode_batch(mixed)
         return
@@ -237,11 +239,11 @@ def test_shared_encoding_across_threads() -> None:
         results: list[Any] = [None] * 8
         barrier = threading.Barrier(8)
 
-        def work(k: int) -> None:
+        def work(k: int, e: Any, barrier: Any, results: list[Any]) -> None:
             barrier.wait()
             results[k] = read(e, ORDERS[k % len(ORDERS)])
 
-        threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+        threads = [threading.Thread(target=work, args=(k, e, barrier, results)) for k in range(8)]
         for th in threads:
             th.start()
         for th in threads:
