@@ -7,6 +7,7 @@ the one `tokenizers` 0.22.1 gives; these tests read the fields in different orde
 from __future__ import annotations
 
 import copy
+import pickle
 import threading
 from typing import Any
 
@@ -317,3 +318,41 @@ def test_synthetic_id_level_fields_first(
         got = read(g, order)
         for key, value in oracle_fields(w).items():
             assert got[key] == value, key
+
+
+def test_pickle_and_copies_in_any_state(pair_of_tokenizers: Any) -> None:
+    """Pickled (every protocol) or copied before any field is read, after the id-level ones,
+    after the full ones, after an in-place change: the copy has every field of the original,
+    overflowing parts included, and is independent of it."""
+    theirs, ours = (copy.copy(t) for t in pair_of_tokenizers)
+    for tok in (theirs, ours):
+        tok.enable_truncation(6, stride=2)
+        tok.enable_padding(pad_to_multiple_of=4, direction="left")
+    text = TEXTS[4]
+    want = theirs.encode(text)
+    for before in ((), ("type_ids",), ("tokens",), ("pad",)):
+        for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+            e = ours.encode(text)
+            t = theirs.encode(text)
+            for name in before:
+                if name == "pad":
+                    e.pad(30)
+                    t.pad(30)
+                else:
+                    getattr(e, name)
+            clones = [
+                pickle.loads(pickle.dumps(e, protocol=protocol)),
+                copy.copy(e),
+                copy.deepcopy(e),
+            ]
+            for clone in clones:
+                assert isinstance(clone, piecework.Encoding)
+                compare_encodings(clone, t, f"clone after {before}")
+                clone.pad(40)
+            compare_encodings(e, t, "original untouched by its clones")
+    assert len(want) > 0
+    empty = piecework.Encoding()
+    compare_encodings(empty, tokenizers.Encoding(), "Encoding()")
+    compare_encodings(pickle.loads(pickle.dumps(empty)), tokenizers.Encoding())
+    with pytest.raises(ValueError):
+        piecework.Encoding().__setstate__(([1, 2], [0], [], [], [], [], [], [], []))

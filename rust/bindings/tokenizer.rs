@@ -814,8 +814,109 @@ impl PyEncoding {
     }
 }
 
+/// An encoding as plain Python values, for pickling: its fields, the states of its overflowing
+/// parts and its sequence ranges as `(sequence, start, end)`.
+fn encoding_state<'py>(py: Python<'py>, e: &Encoding) -> PyResult<Bound<'py, PyTuple>> {
+    let overflowing = e
+        .overflowing
+        .iter()
+        .map(|o| encoding_state(py, o))
+        .collect::<PyResult<Vec<_>>>()?;
+    let mut ranges: Vec<(usize, usize, usize)> = e
+        .sequence_ranges
+        .iter()
+        .map(|(k, r)| (*k, r.start, r.end))
+        .collect();
+    ranges.sort_unstable();
+    (
+        &e.ids,
+        &e.type_ids,
+        &e.tokens,
+        &e.words,
+        &e.offsets,
+        &e.special_tokens_mask,
+        &e.attention_mask,
+        overflowing,
+        ranges,
+    )
+        .into_pyobject(py)
+}
+
+type StateFields<'py> = (
+    Vec<u32>,
+    Vec<u32>,
+    Vec<String>,
+    Vec<Option<u32>>,
+    Vec<(usize, usize)>,
+    Vec<u32>,
+    Vec<u32>,
+    Vec<Bound<'py, PyAny>>,
+    Vec<(usize, usize, usize)>,
+);
+
+/// The encoding `encoding_state` described; fields of different lengths are refused.
+fn encoding_from_state(state: &Bound<'_, PyAny>) -> PyResult<Encoding> {
+    let (ids, type_ids, tokens, words, offsets, special, attention, over, ranges): StateFields<'_> =
+        state.extract()?;
+    let n = ids.len();
+    if [type_ids.len(), tokens.len(), words.len(), offsets.len()]
+        .into_iter()
+        .chain([special.len(), attention.len()])
+        .any(|len| len != n)
+    {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "Encoding state: fields of different lengths",
+        ));
+    }
+    Ok(Encoding {
+        ids,
+        type_ids,
+        tokens,
+        words,
+        offsets,
+        special_tokens_mask: special,
+        attention_mask: attention,
+        overflowing: over
+            .iter()
+            .map(encoding_from_state)
+            .collect::<PyResult<Vec<_>>>()?,
+        sequence_ranges: ranges.into_iter().map(|(k, a, b)| (k, a..b)).collect(),
+    })
+}
+
 #[pymethods]
 impl PyEncoding {
+    /// An empty encoding (as the reference's `Encoding()`).
+    #[new]
+    fn py_new() -> Self {
+        PyEncoding::full(Encoding::default())
+    }
+
+    fn __getstate__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        encoding_state(py, self.get(py)?)
+    }
+
+    fn __setstate__(&mut self, state: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.state = State::Full(Box::new(encoding_from_state(state)?));
+        Ok(())
+    }
+
+    /// Pickled as `Encoding()` followed by `__setstate__` (every protocol).
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, pyo3::types::PyType>, (), Bound<'py, PyTuple>)> {
+        let state = slf.borrow().__getstate__(slf.py())?;
+        Ok((slf.get_type(), (), state))
+    }
+
+    fn __copy__(&self, py: Python<'_>) -> PyResult<PyEncoding> {
+        Ok(PyEncoding::full(self.get(py)?.clone()))
+    }
+
+    fn __deepcopy__(&self, py: Python<'_>, _memo: &Bound<'_, PyAny>) -> PyResult<PyEncoding> {
+        self.__copy__(py)
+    }
+
     #[getter]
     fn ids<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         ids_list(py, self.ids_slice())
