@@ -294,6 +294,27 @@ impl Encoding {
         }
     }
 
+    /// An encoding of `ids` whose other fields are placeholders of the same length: type id
+    /// 0, not special, attended, empty token strings (no allocation), offsets (0, 0), no
+    /// word. Truncation, post-processors and padding only move fields around, insert special
+    /// tokens and set type ids from lengths and ids, so running them on this gives the real
+    /// ids, type ids, masks, sequence ranges and overflowing layout without building any
+    /// token string or offset. (The ByteLevel and Roberta processors read token strings, but
+    /// only to trim offsets.)
+    pub fn placeholders(ids: Vec<u32>) -> Self {
+        let n = ids.len();
+        Encoding {
+            ids,
+            type_ids: vec![0; n],
+            tokens: vec![String::new(); n],
+            words: vec![None; n],
+            offsets: vec![(0, 0); n],
+            special_tokens_mask: vec![0; n],
+            attention_mask: vec![1; n],
+            ..Encoding::default()
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.ids.len()
     }
@@ -544,7 +565,9 @@ impl Encoding {
 
     /// Merge several encodings, left to right, into a new one.
     pub fn merge(encodings: impl IntoIterator<Item = Encoding>, growing_offsets: bool) -> Self {
-        let mut out = Encoding::default();
+        let encodings: Vec<Encoding> = encodings.into_iter().collect();
+        // Room for every token up front: one allocation per field instead of regrowths.
+        let mut out = Encoding::with_capacity(encodings.iter().map(Encoding::len).sum());
         for e in encodings {
             out.merge_with(e, growing_offsets);
         }
@@ -570,13 +593,6 @@ impl Encoding {
             return;
         }
         let n = target_length - len;
-        fn grow<T: Clone>(v: &mut Vec<T>, n: usize, x: T, left: bool) {
-            if left {
-                v.splice(0..0, std::iter::repeat_n(x, n));
-            } else {
-                v.extend(std::iter::repeat_n(x, n));
-            }
-        }
         let left = direction == Direction::Left;
         grow(&mut self.ids, n, pad_id, left);
         grow(&mut self.type_ids, n, pad_type_id, left);
@@ -590,6 +606,40 @@ impl Encoding {
                 *r = r.start + n..r.end + n;
             }
         }
+    }
+}
+
+/// `n` copies of `x` before (`left`) or after the items of `v`.
+fn grow<T: Clone>(v: &mut Vec<T>, n: usize, x: T, left: bool) {
+    if left {
+        v.splice(0..0, std::iter::repeat_n(x, n));
+    } else {
+        v.extend(std::iter::repeat_n(x, n));
+    }
+}
+
+/// The ids `Encoding::pad(target_length, pad_id, .., direction)` leaves, padded in place
+/// (the same growth as `pad` applies to its `ids`).
+pub fn pad_ids(ids: &mut Vec<u32>, target_length: usize, pad_id: u32, direction: Direction) {
+    if let Some(n) = target_length.checked_sub(ids.len()).filter(|&n| n > 0) {
+        grow(ids, n, pad_id, direction == Direction::Left);
+    }
+}
+
+impl PaddingParams {
+    /// The length `pad_encodings` pads a batch to when its longest encoding has `longest`
+    /// tokens.
+    pub fn target(&self, longest: usize) -> usize {
+        let mut target = match self.strategy {
+            PaddingStrategy::Fixed(n) => n,
+            PaddingStrategy::BatchLongest => longest,
+        };
+        if let Some(m) = self.pad_to_multiple_of {
+            if m > 0 && target % m > 0 {
+                target += m - target % m;
+            }
+        }
+        target
     }
 }
 
@@ -661,15 +711,7 @@ pub fn pad_encodings(encodings: &mut [Encoding], params: &PaddingParams) -> Resu
     let Some(longest) = encodings.iter().map(Encoding::len).max() else {
         return Ok(());
     };
-    let mut target = match params.strategy {
-        PaddingStrategy::Fixed(n) => n,
-        PaddingStrategy::BatchLongest => longest,
-    };
-    if let Some(m) = params.pad_to_multiple_of {
-        if m > 0 && target % m > 0 {
-            target += m - target % m;
-        }
-    }
+    let target = params.target(longest);
     for e in encodings.iter_mut() {
         e.pad(
             target,

@@ -266,6 +266,52 @@ impl Tokenizer {
         Ok(())
     }
 
+    /// What an `Encoding` built on demand keeps of `encode(text)`: the model's ids of `text`
+    /// (before truncation and post-processing) and the ids `encode_ids` gives (without
+    /// padding), `None` when they are the model's ids unchanged. The ids are made the way
+    /// `encode_ids` makes them; `encode_from_model_ids` rebuilds the other id-level fields.
+    pub fn encode_ids_lazy(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+    ) -> Result<(Vec<u32>, Option<Vec<u32>>)> {
+        // Room for about one id per 3 bytes up front saves the first regrowths.
+        let mut model_ids = Vec::with_capacity(text.len().min(1 << 20) / 3 + 4);
+        self.core.ids_of_text(text, &mut model_ids)?;
+        let processor = self.core.post_processor();
+        if self.truncation.is_none() {
+            match processor {
+                None => return Ok((model_ids, None)),
+                Some(p) if p.single_ids_unchanged(add_special_tokens) => {
+                    return Ok((model_ids, None))
+                }
+                Some(p) => {
+                    if let Some(done) = p.single_ids(&model_ids, add_special_tokens) {
+                        return Ok((model_ids, Some(done)));
+                    }
+                }
+            }
+        }
+        let enc = self.truncate_and_process(
+            Encoding::placeholders(model_ids.clone()),
+            None,
+            add_special_tokens,
+        )?;
+        Ok((model_ids, Some(enc.ids)))
+    }
+
+    /// `encode(text)` (padding included) for a text whose model ids are `model_ids`, with
+    /// every field that depends only on the ids and their number: ids, type ids, attention
+    /// and special tokens masks, sequence ranges, overflowing parts likewise. Token strings,
+    /// offsets and words are placeholders (see `Encoding::placeholders`).
+    pub fn encode_from_model_ids(
+        &self,
+        model_ids: Vec<u32>,
+        add_special_tokens: bool,
+    ) -> Result<Encoding> {
+        self.post_process(Encoding::placeholders(model_ids), None, add_special_tokens)
+    }
+
     /// Ids of many texts across threads (no padding), for the fast batch outputs.
     pub fn encode_batch_ids(
         &self,
@@ -372,6 +418,25 @@ impl Tokenizer {
         pair: Option<Encoding>,
         add_special_tokens: bool,
     ) -> Result<Encoding> {
+        let enc = self.truncate_and_process(enc, pair, add_special_tokens)?;
+        match &self.padding {
+            Some(p) => {
+                let mut arr = [enc];
+                crate::encoding::pad_encodings(&mut arr, p)?;
+                let [e] = arr;
+                Ok(e)
+            }
+            None => Ok(enc),
+        }
+    }
+
+    /// `post_process` without the padding.
+    fn truncate_and_process(
+        &self,
+        enc: Encoding,
+        pair: Option<Encoding>,
+        add_special_tokens: bool,
+    ) -> Result<Encoding> {
         let (enc, pair) = match &self.truncation {
             Some(t) => {
                 let n_added = self.n_added_tokens(pair.is_some());
@@ -387,18 +452,9 @@ impl Tokenizer {
             }
             None => (enc, pair),
         };
-        let enc = match self.core.post_processor() {
-            Some(p) => p.process(enc, pair, add_special_tokens)?,
-            None => crate::processors::default_process(enc, pair, add_special_tokens)?,
-        };
-        match &self.padding {
-            Some(p) => {
-                let mut arr = [enc];
-                crate::encoding::pad_encodings(&mut arr, p)?;
-                let [e] = arr;
-                Ok(e)
-            }
-            None => Ok(enc),
+        match self.core.post_processor() {
+            Some(p) => p.process(enc, pair, add_special_tokens),
+            None => crate::processors::default_process(enc, pair, add_special_tokens),
         }
     }
 }
@@ -1056,6 +1112,100 @@ mod tests {
                 s
             })
             .collect()
+    }
+
+    /// `encode_ids_lazy` and `encode_from_model_ids` (what a lazily built `Encoding` serves
+    /// before the full pipeline runs) give the same ids, type ids, masks, sequence ranges and
+    /// overflowing layout as `encode`, under every kind of processor, truncation and padding.
+    #[test]
+    fn lazy_encoding_parts_equal_full_encode() {
+        use crate::encoding::{Direction, PaddingStrategy, TruncationStrategy};
+        let bert =
+            serde_json::json!({"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]});
+        let template = serde_json::json!({
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 1}}, {"Sequence": {"id": "A", "type_id": 2}},
+                       {"SpecialToken": {"id": "x", "type_id": 0}}],
+            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]},
+                               "x": {"id": "x", "ids": [18, 19], "tokens": ["x", "##x"]}}
+        });
+        let byte_level = serde_json::json!({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true});
+        let truncations = [
+            None,
+            Some(TruncationParams {
+                max_length: 6,
+                stride: 2,
+                ..Default::default()
+            }),
+            Some(TruncationParams {
+                max_length: 5,
+                stride: 1,
+                direction: Direction::Left,
+                strategy: TruncationStrategy::OnlyFirst,
+            }),
+        ];
+        let paddings = [
+            None,
+            Some(PaddingParams {
+                pad_to_multiple_of: Some(4),
+                pad_id: 1,
+                ..Default::default()
+            }),
+            Some(PaddingParams {
+                strategy: PaddingStrategy::Fixed(20),
+                direction: Direction::Left,
+                pad_type_id: 3,
+                ..Default::default()
+            }),
+        ];
+        let docs = [
+            (bert_json(), Value::Null),
+            (bert_json(), bert),
+            (bert_json(), template),
+            (byte_level_json(true), byte_level),
+        ];
+        for (doc, processor) in docs {
+            let mut v: Value = serde_json::from_str(&doc).unwrap();
+            v["post_processor"] = processor;
+            let base = Tokenizer::from_json_value(v).unwrap();
+            for truncation in &truncations {
+                let Ok(tok) = base.with_truncation(truncation.clone()) else {
+                    continue;
+                };
+                for padding in &paddings {
+                    let tok = tok.with_padding(padding.clone());
+                    for t in texts(150) {
+                        for add in [true, false] {
+                            let full = tok.encode(InputSequence::Raw(&t), None, add);
+                            let lazy = tok.encode_ids_lazy(&t, add);
+                            let (Ok(full), Ok((model_ids, ids))) = (full, lazy) else {
+                                panic!("one path failed on {t:?}");
+                            };
+                            let mut ids = ids.unwrap_or_else(|| model_ids.clone());
+                            if let Some(p) = tok.padding() {
+                                let target = p.target(ids.len());
+                                crate::encoding::pad_ids(&mut ids, target, p.pad_id, p.direction);
+                            }
+                            assert_eq!(ids, full.ids, "ids of {t:?}");
+                            let part = tok.encode_from_model_ids(model_ids, add).unwrap();
+                            let same = |a: &Encoding, b: &Encoding| {
+                                a.ids == b.ids
+                                    && a.type_ids == b.type_ids
+                                    && a.attention_mask == b.attention_mask
+                                    && a.special_tokens_mask == b.special_tokens_mask
+                                    && a.sequence_ranges == b.sequence_ranges
+                                    && a.overflowing.len() == b.overflowing.len()
+                            };
+                            assert!(same(&part, &full), "fields of {t:?}");
+                            for (a, b) in part.overflowing.iter().zip(&full.overflowing) {
+                                assert!(same(a, b), "overflowing of {t:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

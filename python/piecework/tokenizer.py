@@ -292,7 +292,10 @@ class Tokenizer:
         is_pretokenized: bool = False,
         add_special_tokens: bool = True,
     ) -> Encoding:
-        """Encode one sequence (a str, or a list of words with `is_pretokenized=True`), or a pair."""
+        """Encode one sequence (a str, or a list of words with `is_pretokenized=True`), or a pair.
+
+        For a single str only the ids are computed here (as fast as `encode_ids`); the other
+        fields of the `Encoding` are built the first time they are read, with the same values."""
         return self._tok.encode(sequence, pair, is_pretokenized, add_special_tokens)
 
     def encode_batch(
@@ -301,7 +304,8 @@ class Tokenizer:
         is_pretokenized: bool = False,
         add_special_tokens: bool = True,
     ) -> list[Encoding]:
-        """Encode many inputs in parallel; each is a sequence or a `(first, pair)` tuple/list."""
+        """Encode many inputs in parallel; each is a sequence or a `(first, pair)` tuple/list.
+        A batch of str builds each `Encoding`'s fields other than the ids on first read."""
         return self._tok.encode_batch(inputs, is_pretokenized, add_special_tokens)
 
     def encode_batch_fast(
@@ -310,7 +314,7 @@ class Tokenizer:
         is_pretokenized: bool = False,
         add_special_tokens: bool = True,
     ) -> list[Encoding]:
-        """Same as `encode_batch` (offsets cost nothing extra here)."""
+        """Same as `encode_batch` (offsets are only built when read anyway)."""
         return self._tok.encode_batch(inputs, is_pretokenized, add_special_tokens)
 
     def encode_batch_ids(

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTokenizer>()?;
@@ -152,6 +152,57 @@ impl PyTokenizer {
         }
     }
 
+    /// `encode_batch` of texts only: their ids now (in parallel), the other fields of each
+    /// when asked for; padded as `Tokenizer::encode_batch` pads (each encoding alone, then
+    /// the batch).
+    fn encode_texts(
+        &self,
+        py: Python<'_>,
+        texts: Vec<&Bound<'_, PyString>>,
+        add_special_tokens: bool,
+    ) -> PyResult<Vec<PyEncoding>> {
+        let utf8 = texts
+            .iter()
+            .map(|t| t.encode_utf8())
+            .collect::<PyResult<Vec<_>>>()?;
+        let strs = utf8
+            .iter()
+            .map(|b| std::str::from_utf8(b.as_bytes()))
+            .collect::<Result<Vec<&str>, _>>()
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        let tok = self.snapshot();
+        let ids = py
+            .detach(|| {
+                crate::parallel::map_batch(
+                    &strs,
+                    |t| t.len(),
+                    |t| tok.encode_ids_lazy(t, add_special_tokens),
+                )
+            })
+            .map_err(to_py_err)?;
+        let mut out: Vec<PyEncoding> = texts
+            .into_iter()
+            .zip(ids)
+            .map(|(t, ids)| {
+                PyEncoding::lazy(
+                    Arc::clone(&tok),
+                    t.clone().unbind(),
+                    add_special_tokens,
+                    ids,
+                )
+            })
+            .collect();
+        if let Some(p) = tok.padding() {
+            let longest = out.iter().map(|e| e.ids_slice().len()).max();
+            if let Some(target) = longest.map(|n| p.target(n)) {
+                for e in &mut out {
+                    e.batch_pad(target, p);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Build a new configuration from the current one and swap it in. The write lock is held
     /// across the (cheap) rebuild so that two concurrent reconfigurations never lose an update.
     fn update(&self, f: impl FnOnce(&Tokenizer) -> crate::Result<Tokenizer>) -> PyResult<()> {
@@ -283,6 +334,22 @@ impl PyTokenizer {
         is_pretokenized: bool,
         add_special_tokens: bool,
     ) -> PyResult<PyEncoding> {
+        if let (Ok(text), None, false) = (sequence.cast::<PyString>(), pair, is_pretokenized) {
+            // A single text: its ids now, the other fields when asked for.
+            let utf8 = text.encode_utf8()?;
+            let s = std::str::from_utf8(utf8.as_bytes())
+                .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+            let tok = self.snapshot();
+            let ids = py
+                .detach(|| tok.encode_ids_lazy(s, add_special_tokens))
+                .map_err(to_py_err)?;
+            return Ok(PyEncoding::lazy(
+                tok,
+                text.clone().unbind(),
+                add_special_tokens,
+                ids,
+            ));
+        }
         let first = OwnedSeq::extract(sequence, is_pretokenized)?;
         let pair = pair
             .map(|p| OwnedSeq::extract(p, is_pretokenized))
@@ -297,7 +364,7 @@ impl PyTokenizer {
                 )
             })
             .map_err(to_py_err)?;
-        Ok(PyEncoding { inner: enc })
+        Ok(PyEncoding::full(enc))
     }
 
     /// Many inputs at once, in parallel; each item is a sequence or a (first, pair) 2-tuple.
@@ -314,9 +381,21 @@ impl PyTokenizer {
                 "encode_batch expects a list of inputs, not a str",
             ));
         }
-        let mut owned: Vec<OwnedInput> = Vec::with_capacity(input.len().unwrap_or(0));
-        for item in input.try_iter()? {
-            owned.push(extract_batch_item(&item?, is_pretokenized)?);
+        let items = input
+            .try_iter()?
+            .collect::<PyResult<Vec<Bound<'_, PyAny>>>>()?;
+        if !is_pretokenized {
+            let texts = items
+                .iter()
+                .map(|item| item.cast::<PyString>().ok())
+                .collect::<Option<Vec<_>>>();
+            if let Some(texts) = texts {
+                return self.encode_texts(py, texts, add_special_tokens);
+            }
+        }
+        let mut owned: Vec<OwnedInput> = Vec::with_capacity(items.len());
+        for item in &items {
+            owned.push(extract_batch_item(item, is_pretokenized)?);
         }
         let tok = self.snapshot();
         let encodings = py
@@ -328,10 +407,7 @@ impl PyTokenizer {
                 tok.encode_batch(&inputs, add_special_tokens)
             })
             .map_err(to_py_err)?;
-        Ok(encodings
-            .into_iter()
-            .map(|inner| PyEncoding { inner })
-            .collect())
+        Ok(encodings.into_iter().map(PyEncoding::full).collect())
     }
 
     /// Only the ids of one text, without padding: the fast path.
@@ -559,116 +635,432 @@ impl PyTokenizer {
     }
 }
 
-/// The result of encoding one input: the fields are turned into Python lists on access.
-/// Mutable like the reference's (`pad`, `truncate`, `set_sequence_id` change it in place).
+/// The result of encoding one input. Mutable like the reference's (`pad`, `truncate`,
+/// `set_sequence_id` change it in place).
+///
+/// A single text is encoded for its ids only (the fast path `encode_ids` takes); the other
+/// fields are built when first asked for and kept: the id-level ones (type ids, masks,
+/// sequence ids, from the model's ids through truncation, post-processor and padding, no
+/// text involved), and the rest (tokens, offsets, words, overflowing parts) by encoding the
+/// text again on the full pipeline, with the GIL released. Both give the same values as the
+/// full encoding: the ids are the ones `encode_ids` gives (the same as `encode().ids`, which
+/// the conformance tests check), and the id-level fields depend only on the ids and their
+/// number (see `Encoding::placeholders`).
 #[pyclass(module = "piecework._core", name = "Encoding")]
 pub struct PyEncoding {
-    inner: Encoding,
+    state: State,
+}
+
+enum State {
+    /// Every field built: pairs, pre-tokenized input, merged or changed encodings.
+    Full(Box<Encoding>),
+    Lazy(LazyEncoding),
+}
+
+/// What `encode` of a single text keeps to build the fields on demand.
+struct LazyEncoding {
+    tok: Arc<Tokenizer>,
+    text: Py<PyString>,
+    add_special_tokens: bool,
+    /// The batch's padding length, applied after the tokenizer's own padding of this one
+    /// encoding (as `encode_batch` pads), `None` outside a padded batch.
+    pad_to: Option<usize>,
+    /// The ids, padded.
+    ids: Vec<u32>,
+    /// The model's ids, before truncation and post-processing.
+    model_ids: Vec<u32>,
+    /// Everything but tokens, offsets and words (see `Tokenizer::encode_from_model_ids`).
+    id_fields: OnceLock<Box<crate::Result<Encoding>>>,
+    /// The whole encoding, from the full pipeline.
+    full: OnceLock<Box<crate::Result<Encoding>>>,
+}
+
+impl LazyEncoding {
+    /// Pad as `encode_batch` pads the batch, after the tokenizer has padded this one.
+    fn batch_pad(&self, e: &mut Encoding) {
+        if let (Some(target), Some(p)) = (self.pad_to, self.tok.padding()) {
+            e.pad(target, p.pad_id, p.pad_type_id, &p.pad_token, p.direction);
+        }
+    }
+
+    fn id_fields(&self) -> PyResult<&Encoding> {
+        if let Some(Ok(e)) = self.full.get().map(|b| &**b) {
+            return Ok(e);
+        }
+        // Id shuffling only, linear in the tokens like the Python lists made from them: kept
+        // under the GIL.
+        let r = self.id_fields.get_or_init(|| {
+            let r = self
+                .tok
+                .encode_from_model_ids(self.model_ids.clone(), self.add_special_tokens);
+            Box::new(r.map(|mut e| {
+                self.batch_pad(&mut e);
+                e
+            }))
+        });
+        (**r).as_ref().map_err(|e| to_py_err(e.clone()))
+    }
+
+    fn full(&self, py: Python<'_>) -> PyResult<&Encoding> {
+        let r = match self.full.get() {
+            Some(r) => r,
+            None => {
+                let utf8 = self.text.bind(py).encode_utf8()?;
+                let text = std::str::from_utf8(utf8.as_bytes())
+                    .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+                // Another thread that asks meanwhile waits inside `get_or_init`, GIL released.
+                py.detach(|| {
+                    self.full.get_or_init(|| {
+                        let r = self.tok.encode(
+                            InputSequence::Raw(text),
+                            None,
+                            self.add_special_tokens,
+                        );
+                        Box::new(r.map(|mut e| {
+                            self.batch_pad(&mut e);
+                            e
+                        }))
+                    })
+                })
+            }
+        };
+        (**r).as_ref().map_err(|e| to_py_err(e.clone()))
+    }
+
+    /// Whether no padding applies, so that every token is attended.
+    fn unpadded(&self) -> bool {
+        self.tok.padding().is_none()
+    }
+}
+
+impl PyEncoding {
+    fn full(inner: Encoding) -> Self {
+        PyEncoding {
+            state: State::Full(Box::new(inner)),
+        }
+    }
+
+    /// A lazy encoding of `text` from `Tokenizer::encode_ids_lazy`'s result, padded as the
+    /// tokenizer pads it alone.
+    fn lazy(
+        tok: Arc<Tokenizer>,
+        text: Py<PyString>,
+        add_special_tokens: bool,
+        (model_ids, ids): (Vec<u32>, Option<Vec<u32>>),
+    ) -> Self {
+        let mut ids = ids.unwrap_or_else(|| model_ids.clone());
+        if let Some(p) = tok.padding() {
+            // As `pad_encodings` pads a batch of this one encoding.
+            let target = p.target(ids.len());
+            crate::encoding::pad_ids(&mut ids, target, p.pad_id, p.direction);
+        }
+        PyEncoding {
+            state: State::Lazy(LazyEncoding {
+                tok,
+                text,
+                add_special_tokens,
+                pad_to: None,
+                ids,
+                model_ids,
+                id_fields: OnceLock::new(),
+                full: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// Pad to the batch's `target` length, as `pad_encodings` pads a batch.
+    fn batch_pad(&mut self, target: usize, p: &crate::encoding::PaddingParams) {
+        match &mut self.state {
+            State::Full(e) => e.pad(target, p.pad_id, p.pad_type_id, &p.pad_token, p.direction),
+            State::Lazy(l) => {
+                crate::encoding::pad_ids(&mut l.ids, target, p.pad_id, p.direction);
+                l.pad_to = Some(target);
+            }
+        }
+    }
+
+    fn ids_slice(&self) -> &[u32] {
+        match &self.state {
+            State::Full(e) => &e.ids,
+            State::Lazy(l) => &l.ids,
+        }
+    }
+
+    /// Every field but tokens, offsets, words and overflowing parts are right here.
+    fn id_fields(&self) -> PyResult<&Encoding> {
+        match &self.state {
+            State::Full(e) => Ok(e),
+            State::Lazy(l) => l.id_fields(),
+        }
+    }
+
+    fn get(&self, py: Python<'_>) -> PyResult<&Encoding> {
+        match &self.state {
+            State::Full(e) => Ok(e),
+            State::Lazy(l) => l.full(py),
+        }
+    }
+
+    /// The whole encoding, to be changed in place: built now if it was not.
+    fn get_mut(&mut self, py: Python<'_>) -> PyResult<&mut Encoding> {
+        if let State::Lazy(l) = &mut self.state {
+            l.full(py)?;
+            let e = match l.full.take().map(|b| *b) {
+                Some(Ok(e)) => Box::new(e),
+                _ => return Err(to_py_err(crate::Error::other("encoding not built"))),
+            };
+            self.state = State::Full(e);
+        }
+        match &mut self.state {
+            State::Full(e) => Ok(e),
+            State::Lazy(_) => Err(to_py_err(crate::Error::other("encoding not built"))),
+        }
+    }
+}
+
+/// An encoding as plain Python values, for pickling: its fields, the states of its overflowing
+/// parts and its sequence ranges as `(sequence, start, end)`.
+fn encoding_state<'py>(py: Python<'py>, e: &Encoding) -> PyResult<Bound<'py, PyTuple>> {
+    let overflowing = e
+        .overflowing
+        .iter()
+        .map(|o| encoding_state(py, o))
+        .collect::<PyResult<Vec<_>>>()?;
+    let mut ranges: Vec<(usize, usize, usize)> = e
+        .sequence_ranges
+        .iter()
+        .map(|(k, r)| (*k, r.start, r.end))
+        .collect();
+    ranges.sort_unstable();
+    (
+        &e.ids,
+        &e.type_ids,
+        &e.tokens,
+        &e.words,
+        &e.offsets,
+        &e.special_tokens_mask,
+        &e.attention_mask,
+        overflowing,
+        ranges,
+    )
+        .into_pyobject(py)
+}
+
+type StateFields<'py> = (
+    Vec<u32>,
+    Vec<u32>,
+    Vec<String>,
+    Vec<Option<u32>>,
+    Vec<(usize, usize)>,
+    Vec<u32>,
+    Vec<u32>,
+    Vec<Bound<'py, PyAny>>,
+    Vec<(usize, usize, usize)>,
+);
+
+/// The encoding `encoding_state` described; fields of different lengths are refused.
+fn encoding_from_state(state: &Bound<'_, PyAny>) -> PyResult<Encoding> {
+    let (ids, type_ids, tokens, words, offsets, special, attention, over, ranges): StateFields<'_> =
+        state.extract()?;
+    let n = ids.len();
+    if [type_ids.len(), tokens.len(), words.len(), offsets.len()]
+        .into_iter()
+        .chain([special.len(), attention.len()])
+        .any(|len| len != n)
+    {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "Encoding state: fields of different lengths",
+        ));
+    }
+    Ok(Encoding {
+        ids,
+        type_ids,
+        tokens,
+        words,
+        offsets,
+        special_tokens_mask: special,
+        attention_mask: attention,
+        overflowing: over
+            .iter()
+            .map(encoding_from_state)
+            .collect::<PyResult<Vec<_>>>()?,
+        sequence_ranges: ranges.into_iter().map(|(k, a, b)| (k, a..b)).collect(),
+    })
 }
 
 #[pymethods]
 impl PyEncoding {
+    /// An empty encoding (as the reference's `Encoding()`).
+    #[new]
+    fn py_new() -> Self {
+        PyEncoding::full(Encoding::default())
+    }
+
+    fn __getstate__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        encoding_state(py, self.get(py)?)
+    }
+
+    fn __setstate__(&mut self, state: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.state = State::Full(Box::new(encoding_from_state(state)?));
+        Ok(())
+    }
+
+    /// Pickled as `Encoding()` followed by `__setstate__` (every protocol).
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, pyo3::types::PyType>, (), Bound<'py, PyTuple>)> {
+        let state = slf.borrow().__getstate__(slf.py())?;
+        Ok((slf.get_type(), (), state))
+    }
+
+    fn __copy__(&self, py: Python<'_>) -> PyResult<PyEncoding> {
+        Ok(PyEncoding::full(self.get(py)?.clone()))
+    }
+
+    fn __deepcopy__(&self, py: Python<'_>, _memo: &Bound<'_, PyAny>) -> PyResult<PyEncoding> {
+        self.__copy__(py)
+    }
+
     #[getter]
-    fn ids(&self) -> Vec<u32> {
-        self.inner.ids.clone()
+    fn ids<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        ids_list(py, self.ids_slice())
     }
     #[getter]
-    fn type_ids(&self) -> Vec<u32> {
-        self.inner.type_ids.clone()
+    fn type_ids<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        ids_list(py, &self.id_fields()?.type_ids)
     }
     #[getter]
-    fn tokens(&self) -> Vec<String> {
-        self.inner.tokens.clone()
+    fn tokens(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        Ok(self.get(py)?.tokens.clone())
     }
     #[getter]
-    fn offsets(&self) -> Vec<(usize, usize)> {
-        self.inner.offsets.clone()
+    fn offsets(&self, py: Python<'_>) -> PyResult<Vec<(usize, usize)>> {
+        Ok(self.get(py)?.offsets.clone())
     }
     #[getter]
-    fn attention_mask(&self) -> Vec<u32> {
-        self.inner.attention_mask.clone()
+    fn attention_mask<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        match &self.state {
+            // Only padding makes a token unattended.
+            State::Lazy(l) if l.unpadded() => {
+                PyList::new(py, std::iter::repeat_n(1u32, l.ids.len()))
+            }
+            _ => ids_list(py, &self.id_fields()?.attention_mask),
+        }
     }
     #[getter]
-    fn special_tokens_mask(&self) -> Vec<u32> {
-        self.inner.special_tokens_mask.clone()
+    fn special_tokens_mask<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        ids_list(py, &self.id_fields()?.special_tokens_mask)
     }
     #[getter]
-    fn word_ids(&self) -> Vec<Option<u32>> {
-        self.inner.words.clone()
+    fn word_ids(&self, py: Python<'_>) -> PyResult<Vec<Option<u32>>> {
+        Ok(self.get(py)?.words.clone())
     }
     /// Deprecated alias of `word_ids`, as in the reference.
     #[getter]
-    fn words(&self) -> Vec<Option<u32>> {
-        self.inner.words.clone()
+    fn words(&self, py: Python<'_>) -> PyResult<Vec<Option<u32>>> {
+        self.word_ids(py)
     }
     #[getter]
-    fn sequence_ids(&self) -> Vec<Option<usize>> {
-        self.inner.sequence_ids()
+    fn sequence_ids(&self) -> PyResult<Vec<Option<usize>>> {
+        Ok(self.id_fields()?.sequence_ids())
     }
     #[getter]
-    fn n_sequences(&self) -> usize {
-        self.inner.n_sequences()
+    fn n_sequences(&self) -> PyResult<usize> {
+        Ok(self.id_fields()?.n_sequences())
     }
     #[getter]
-    fn overflowing(&self) -> Vec<PyEncoding> {
-        self.inner
+    fn overflowing(&self, py: Python<'_>) -> PyResult<Vec<PyEncoding>> {
+        Ok(self
+            .get(py)?
             .overflowing
             .iter()
-            .map(|e| PyEncoding { inner: e.clone() })
-            .collect()
+            .map(|e| PyEncoding::full(e.clone()))
+            .collect())
     }
 
     /// Merge encodings left to right into a new one.
     #[staticmethod]
     #[pyo3(signature = (encodings, growing_offsets = true))]
-    fn merge(encodings: Vec<PyRef<'_, PyEncoding>>, growing_offsets: bool) -> PyEncoding {
-        PyEncoding {
-            inner: Encoding::merge(encodings.iter().map(|e| e.inner.clone()), growing_offsets),
-        }
+    fn merge(
+        py: Python<'_>,
+        encodings: Vec<PyRef<'_, PyEncoding>>,
+        growing_offsets: bool,
+    ) -> PyResult<PyEncoding> {
+        let parts = encodings
+            .iter()
+            .map(|e| e.get(py).cloned())
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyEncoding::full(Encoding::merge(parts, growing_offsets)))
     }
 
-    fn set_sequence_id(&mut self, sequence_id: usize) {
-        self.inner.set_sequence_id(sequence_id);
+    fn set_sequence_id(&mut self, py: Python<'_>, sequence_id: usize) -> PyResult<()> {
+        self.get_mut(py)?.set_sequence_id(sequence_id);
+        Ok(())
     }
 
     /// The tokens `(start, end)` of a word of one sequence.
     #[pyo3(signature = (word_index, sequence_index = 0))]
-    fn word_to_tokens(&self, word_index: u32, sequence_index: usize) -> Option<(usize, usize)> {
-        self.inner.word_to_tokens(word_index, sequence_index)
+    fn word_to_tokens(
+        &self,
+        py: Python<'_>,
+        word_index: u32,
+        sequence_index: usize,
+    ) -> PyResult<Option<(usize, usize)>> {
+        Ok(self.get(py)?.word_to_tokens(word_index, sequence_index))
     }
 
     /// The character span of a word of one sequence.
     #[pyo3(signature = (word_index, sequence_index = 0))]
-    fn word_to_chars(&self, word_index: u32, sequence_index: usize) -> Option<(usize, usize)> {
-        self.inner.word_to_chars(word_index, sequence_index)
+    fn word_to_chars(
+        &self,
+        py: Python<'_>,
+        word_index: u32,
+        sequence_index: usize,
+    ) -> PyResult<Option<(usize, usize)>> {
+        Ok(self.get(py)?.word_to_chars(word_index, sequence_index))
     }
 
-    fn token_to_sequence(&self, token_index: usize) -> Option<usize> {
-        self.inner.token_to_sequence(token_index)
+    fn token_to_sequence(&self, token_index: usize) -> PyResult<Option<usize>> {
+        Ok(self.id_fields()?.token_to_sequence(token_index))
     }
 
-    fn token_to_chars(&self, token_index: usize) -> Option<(usize, usize)> {
-        self.inner.token_to_chars(token_index).map(|(_, o)| o)
+    fn token_to_chars(
+        &self,
+        py: Python<'_>,
+        token_index: usize,
+    ) -> PyResult<Option<(usize, usize)>> {
+        Ok(self.get(py)?.token_to_chars(token_index).map(|(_, o)| o))
     }
 
-    fn token_to_word(&self, token_index: usize) -> Option<u32> {
-        self.inner.token_to_word(token_index).map(|(_, w)| w)
+    fn token_to_word(&self, py: Python<'_>, token_index: usize) -> PyResult<Option<u32>> {
+        Ok(self.get(py)?.token_to_word(token_index).map(|(_, w)| w))
     }
 
     #[pyo3(signature = (char_pos, sequence_index = 0))]
-    fn char_to_token(&self, char_pos: usize, sequence_index: usize) -> Option<usize> {
-        self.inner.char_to_token(char_pos, sequence_index)
+    fn char_to_token(
+        &self,
+        py: Python<'_>,
+        char_pos: usize,
+        sequence_index: usize,
+    ) -> PyResult<Option<usize>> {
+        Ok(self.get(py)?.char_to_token(char_pos, sequence_index))
     }
 
     #[pyo3(signature = (char_pos, sequence_index = 0))]
-    fn char_to_word(&self, char_pos: usize, sequence_index: usize) -> Option<u32> {
-        self.inner.char_to_word(char_pos, sequence_index)
+    fn char_to_word(
+        &self,
+        py: Python<'_>,
+        char_pos: usize,
+        sequence_index: usize,
+    ) -> PyResult<Option<u32>> {
+        Ok(self.get(py)?.char_to_word(char_pos, sequence_index))
     }
 
     /// Pad in place to `length` tokens (overflowing parts too).
     #[pyo3(signature = (length, direction = "right", pad_id = 0, pad_type_id = 0, pad_token = "[PAD]"))]
     fn pad(
         &mut self,
+        py: Python<'_>,
         length: usize,
         direction: &str,
         pad_id: u32,
@@ -676,14 +1068,20 @@ impl PyEncoding {
         pad_token: &str,
     ) -> PyResult<()> {
         let direction = parse_direction(direction)?;
-        self.inner
+        self.get_mut(py)?
             .pad(length, pad_id, pad_type_id, pad_token, direction);
         Ok(())
     }
 
     /// Truncate in place to `max_length` tokens; the rest goes to `overflowing`.
     #[pyo3(signature = (max_length, stride = 0, direction = "right"))]
-    fn truncate(&mut self, max_length: usize, stride: usize, direction: &str) -> PyResult<()> {
+    fn truncate(
+        &mut self,
+        py: Python<'_>,
+        max_length: usize,
+        stride: usize,
+        direction: &str,
+    ) -> PyResult<()> {
         let direction = match direction {
             "left" => Direction::Left,
             "right" => Direction::Right,
@@ -693,19 +1091,19 @@ impl PyEncoding {
                 )))
             }
         };
-        self.inner
+        self.get_mut(py)?
             .truncate(max_length, stride, direction)
             .map_err(to_py_err)
     }
 
     fn __len__(&self) -> usize {
-        self.inner.ids.len()
+        self.ids_slice().len()
     }
     fn __repr__(&self) -> String {
         format!(
             "Encoding(num_tokens={}, attributes=[ids, type_ids, tokens, offsets, \
              attention_mask, special_tokens_mask, overflowing])",
-            self.inner.ids.len()
+            self.ids_slice().len()
         )
     }
 }
