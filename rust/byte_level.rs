@@ -163,7 +163,9 @@ fn run_end(s: &str, from: usize, k: Class) -> usize {
 pub struct Gpt2Split;
 
 /// The end of the GPT-2 regex match starting at byte `pos` of `s` (`pos < s.len()`).
-#[inline]
+/// Not inlined: `gpt2_match_end_fast` inlines into the word loops and calls this for the
+/// rarer matches.
+#[inline(never)]
 pub(crate) fn gpt2_match_end(s: &str, pos: usize) -> usize {
     let rest = &s[pos..];
     let mut it = rest.chars();
@@ -207,6 +209,130 @@ pub(crate) fn gpt2_match_end(s: &str, pos: usize) -> usize {
     } else {
         end
     }
+}
+
+/// Byte classes for `gpt2_match_end_fast`: the ASCII classes, `HIGH` for bytes of
+/// non-ASCII characters (classified by decoding).
+const B_LETTER: u8 = 0;
+const B_NUMBER: u8 = 1;
+const B_SPACE: u8 = 2;
+const B_OTHER: u8 = 3;
+const B_HIGH: u8 = 4;
+
+static BYTE_CLASS: [u8; 256] = {
+    let mut t = [B_HIGH; 256];
+    let mut i = 0;
+    while i < 128 {
+        t[i] = match ascii_class(i as u8) {
+            Class::Letter => B_LETTER,
+            Class::Number => B_NUMBER,
+            Class::Space => B_SPACE,
+            Class::Other => B_OTHER,
+        };
+        i += 1;
+    }
+    t
+};
+
+/// `run_end` from a non-ASCII character, for the run of `B_*` class `c` (below `B_HIGH`).
+#[inline(never)]
+fn run_end_high(s: &str, from: usize, c: u8) -> usize {
+    let k = match c {
+        B_LETTER => Class::Letter,
+        B_NUMBER => Class::Number,
+        B_SPACE => Class::Space,
+        _ => Class::Other,
+    };
+    run_end(s, from, k)
+}
+
+/// `gpt2_match_end`, with the common matches scanned inline: an optional space, then an
+/// ASCII letter, digit or other character (not `'`, which may start a contraction) begins
+/// ` ?X+` for its class, exactly as the general scanner decides (the space is taken because
+/// the next character is not whitespace). The run goes on over ASCII bytes of that class by
+/// table; at the first non-ASCII byte (a character boundary, the bytes before being ASCII)
+/// the general `run_end` continues it. Everything else takes `gpt2_match_end`.
+#[inline(always)]
+pub(crate) fn gpt2_match_end_fast(s: &str, pos: usize) -> usize {
+    let bytes = s.as_bytes();
+    if let Some(&b0) = bytes.get(pos) {
+        let body = pos + usize::from(b0 == b' ');
+        if let Some(&b) = bytes.get(body) {
+            let k = BYTE_CLASS[b as usize];
+            if k != B_SPACE && k != B_HIGH && b0 != b'\'' {
+                let mut i = body + 1;
+                while let Some(&c) = bytes.get(i) {
+                    let ck = BYTE_CLASS[c as usize];
+                    if ck != k {
+                        return if ck == B_HIGH {
+                            run_end_high(s, i, k)
+                        } else {
+                            i
+                        };
+                    }
+                    i += 1;
+                }
+                return s.len();
+            }
+        }
+    }
+    gpt2_match_end(s, pos)
+}
+
+/// `cl100k::match_end`, with the common matches scanned inline. An ASCII letter, or an ASCII
+/// lead that `[^\r\n\p{L}\p{N}]?+` takes (not a newline, digit or letter, and not `'`,
+/// which may start a contraction) followed by an ASCII letter, begins `\p{L}++`, which the
+/// general scanner returns as soon as it is not empty; the run goes on over ASCII letters by
+/// table and through `run_end` from the first non-ASCII byte. An ASCII digit begins
+/// `\p{N}{1,3}+`, taken here while the next two bytes are ASCII. Everything else takes
+/// `cl100k::match_end`.
+#[inline(always)]
+pub(crate) fn cl100k_match_end_fast(s: &str, pos: usize) -> usize {
+    let bytes = s.as_bytes();
+    if let Some(&b0) = bytes.get(pos) {
+        let c0 = BYTE_CLASS[b0 as usize];
+        let lead = match c0 {
+            B_LETTER => Some(pos),
+            B_OTHER if b0 != b'\'' => Some(pos + 1),
+            B_SPACE if b0 != b'\r' && b0 != b'\n' => Some(pos + 1),
+            _ => None,
+        };
+        if let Some(from) = lead {
+            if bytes.get(from).map(|&b| BYTE_CLASS[b as usize]) == Some(B_LETTER) {
+                let mut i = from + 1;
+                while let Some(&c) = bytes.get(i) {
+                    let ck = BYTE_CLASS[c as usize];
+                    if ck != B_LETTER {
+                        return if ck == B_HIGH {
+                            run_end_high(s, i, B_LETTER)
+                        } else {
+                            i
+                        };
+                    }
+                    i += 1;
+                }
+                return s.len();
+            }
+        }
+        if c0 == B_NUMBER {
+            let mut end = pos + 1;
+            for _ in 0..2 {
+                match bytes.get(end).map(|&b| BYTE_CLASS[b as usize]) {
+                    Some(B_NUMBER) => end += 1,
+                    Some(B_HIGH) => return cl100k_general(s, pos),
+                    _ => break,
+                }
+            }
+            return end;
+        }
+    }
+    cl100k_general(s, pos)
+}
+
+/// `cl100k::match_end`, kept out of line so that the inline scanner stays small.
+#[inline(never)]
+fn cl100k_general(s: &str, pos: usize) -> usize {
+    cl100k::match_end(s, pos)
 }
 
 /// The GPT-2 regex matches of `s`, as byte ranges covering it.
@@ -533,6 +659,72 @@ mod tests {
         {
             assert_eq!(gpt2_split(&s), onig_split(&re, &s), "{s:?}");
         }
+    }
+
+    /// The inline scanner ends every match where the general one does, from every character
+    /// boundary of random texts (ASCII runs meeting non-ASCII letters, digits, spaces and
+    /// symbols, apostrophes, spaces before each class).
+    #[test]
+    fn fast_match_end_equals_general() {
+        let extra = [
+            "don't stop",
+            " 'tis",
+            "x\u{e9}t\u{e9} 12\u{b2}3",
+            "ab\u{3000}cd",
+            "  \u{a0}x",
+            "a\u{4e2d}b",
+            "..\u{20ac}..",
+            " 9\u{661}",
+            "' s",
+            "z'",
+            " \u{e9}t\u{e9}",
+        ];
+        let mut n = 0;
+        for s in extra
+            .iter()
+            .map(|s| s.to_string())
+            .chain(random_texts(20_000))
+        {
+            for pos in (0..s.len()).filter(|&p| s.is_char_boundary(p)) {
+                assert_eq!(
+                    gpt2_match_end_fast(&s, pos),
+                    gpt2_match_end(&s, pos),
+                    "{s:?} at {pos}"
+                );
+                n += 1;
+            }
+        }
+        assert!(n > 100_000, "{n}");
+    }
+
+    /// The same for the cl100k scanner, with contractions, newlines and digit runs.
+    #[test]
+    fn cl100k_fast_match_end_equals_general() {
+        let extra = [
+            "I'll 12345 x\r\nab",
+            "'S ' s 'LL",
+            ".hello\tworld\n\nx",
+            "123\u{661}4 1\u{b2}",
+            " \u{e9}t\u{e9} x\u{e9}",
+            "\r\nabc",
+            "ab'cd",
+        ];
+        let mut n = 0;
+        for s in extra
+            .iter()
+            .map(|s| s.to_string())
+            .chain(random_texts(20_000))
+        {
+            for pos in (0..s.len()).filter(|&p| s.is_char_boundary(p)) {
+                assert_eq!(
+                    cl100k_match_end_fast(&s, pos),
+                    cl100k::match_end(&s, pos),
+                    "{s:?} at {pos}"
+                );
+                n += 1;
+            }
+        }
+        assert!(n > 100_000, "{n}");
     }
 
     #[test]

@@ -53,8 +53,8 @@ impl WordSplit {
     pub(crate) fn match_end(self) -> Option<fn(&str, usize) -> usize> {
         match self {
             WordSplit::Whole => None,
-            WordSplit::Gpt2 => Some(crate::byte_level::gpt2_match_end),
-            WordSplit::Cl100k => Some(crate::byte_level::cl100k::match_end),
+            WordSplit::Gpt2 => Some(crate::byte_level::gpt2_match_end_fast),
+            WordSplit::Cl100k => Some(crate::byte_level::cl100k_match_end_fast),
         }
     }
 }
@@ -1161,8 +1161,8 @@ impl FastPath {
         match split {
             WordSplit::Whole if s.is_empty() => Ok(()),
             WordSplit::Whole => f(s.as_bytes()),
-            WordSplit::Gpt2 => each_match(s, crate::byte_level::gpt2_match_end, f),
-            WordSplit::Cl100k => each_match(s, crate::byte_level::cl100k::match_end, f),
+            WordSplit::Gpt2 => each_match(s, crate::byte_level::gpt2_match_end_fast, f),
+            WordSplit::Cl100k => each_match(s, crate::byte_level::cl100k_match_end_fast, f),
         }
     }
 }
@@ -1174,10 +1174,12 @@ fn each_match<E>(
     match_end: impl Fn(&str, usize) -> usize,
     mut f: impl FnMut(&[u8]) -> Result<(), E>,
 ) -> Result<(), E> {
+    let bytes = s.as_bytes();
     let mut pos = 0;
-    while let Some(rest) = s.get(pos..).filter(|r| !r.is_empty()) {
-        let end = match_end(s, pos).max(pos + 1);
-        f(rest.as_bytes().get(..end - pos).unwrap_or(rest.as_bytes()))?;
+    while pos < bytes.len() {
+        // Matches end on character boundaries past `pos` (at least one byte, at most the rest).
+        let end = match_end(s, pos).clamp(pos + 1, bytes.len());
+        f(bytes.get(pos..end).unwrap_or_default())?;
         pos = end;
     }
     Ok(())

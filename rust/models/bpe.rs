@@ -15,7 +15,7 @@ use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 /// Words shorter than this (in bytes) are cached, as in the reference.
 const CACHE_MAX_WORD: usize = 256;
@@ -122,6 +122,9 @@ pub struct Bpe {
     vocab_r: IdToToken,
     /// (left id, right id) packed in a u64 → (rank, merged id).
     merges: AHashMap<u64, (u32, u32)>,
+    /// The same pairs as `merges`, for lookups (see `Pairs`); rebuilt whenever `merges`
+    /// changes.
+    pairs: Pairs,
     /// Ordered (left, right) merge strings, as loaded (for serialization by others).
     merge_list: Vec<(String, String)>,
     unk_token: Option<String>,
@@ -149,10 +152,186 @@ pub struct Bpe {
     uid: u64,
     /// The encoder for long words, when the model allows one (see `backtrack`).
     backtrack: backtrack::Lazy,
+    /// Byte-level words that are one token, built on first use (see `single_words`).
+    singles: LazySingles,
+}
+
+/// The merge table for lookups: open addressing, linear probing at a load of at most 5/8,
+/// one multiply to hash. When every id and rank is below 2^16 (GPT-2, Llama 2 sized models) a
+/// slot is one u64 `left | right | rank | merged id` (16 bits each), so the table of 50k merges
+/// is 512 KB and mostly stays in the CPU cache while new words merge; otherwise a slot is 16
+/// bytes (key, rank, merged id). A lookup reads one slot most of the time, where the general
+/// hash map hashes the key and probes a control group first (several times the instructions,
+/// and the pair lookup is the inner loop of merging). The slots hold exactly the entries of
+/// the map they are built from, so a lookup answers as the map would.
+struct Pairs {
+    /// 16-bit form: `left << 48 | right << 32 | rank << 16 | id`, `u64::MAX` when empty
+    /// (that would be the pair (0xFFFF, 0xFFFF), and ids stay below 0xFFFF in this form).
+    packed: Box<[u64]>,
+    slots: Box<[PairSlot]>,
+    shift: u32,
+    /// Whether every rank is below u32::MAX, which `merge_array` takes for "no merge".
+    ranks_fit: bool,
+}
+
+#[derive(Clone, Copy)]
+struct PairSlot {
+    key: u64,
+    rank: u32,
+    id: u32,
+}
+
+/// An empty slot's key: the pair (u32::MAX, u32::MAX), which `Pairs::new` keeps out of the
+/// table (such a model keeps an empty table and looks pairs up in the map).
+const NO_PAIR: u64 = u64::MAX;
+const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// The hash of a pair key (`pair_key`) in both forms: the 16-bit form hashes the same key.
+#[inline(always)]
+fn pair_start(key: u64, shift: u32) -> usize {
+    (key.wrapping_mul(MIX) >> shift) as usize
+}
+
+impl Pairs {
+    /// The table of `merges`, or an empty one when some pair's key is `NO_PAIR`.
+    fn new(merges: &AHashMap<u64, (u32, u32)>) -> Pairs {
+        let none = Pairs {
+            packed: Box::new([]),
+            slots: Box::new([]),
+            shift: 63,
+            ranks_fit: false,
+        };
+        if merges.is_empty() || merges.contains_key(&NO_PAIR) {
+            return none;
+        }
+        let cap = (merges.len() * 8 / 5 + 1).next_power_of_two().max(16);
+        let shift = 64 - cap.trailing_zeros();
+        let mask = cap - 1;
+        let ranks_fit = merges.values().all(|&(rank, _)| rank < u32::MAX);
+        let small = merges.iter().all(|(&k, &(rank, id))| {
+            let (l, r) = (k >> 32, k & 0xffff_ffff);
+            l < 0xffff && r < 0xffff && rank < 0xffff && id < 0xffff
+        });
+        if small {
+            let mut packed = vec![u64::MAX; cap].into_boxed_slice();
+            for (&key, &(rank, id)) in merges {
+                let v = ((key >> 32) << 48)
+                    | ((key & 0xffff) << 32)
+                    | (u64::from(rank) << 16)
+                    | u64::from(id);
+                let mut i = pair_start(key, shift);
+                // Keys are distinct (they come from a map): each takes the first empty slot.
+                while let Some(s) = packed.get_mut(i) {
+                    if *s == u64::MAX {
+                        *s = v;
+                        break;
+                    }
+                    i = (i + 1) & mask;
+                }
+            }
+            return Pairs {
+                packed,
+                shift,
+                ranks_fit,
+                ..none
+            };
+        }
+        let empty = PairSlot {
+            key: NO_PAIR,
+            rank: 0,
+            id: 0,
+        };
+        let mut slots = vec![empty; cap].into_boxed_slice();
+        for (&key, &(rank, id)) in merges {
+            let mut i = pair_start(key, shift);
+            while let Some(s) = slots.get_mut(i) {
+                if s.key == NO_PAIR {
+                    *s = PairSlot { key, rank, id };
+                    break;
+                }
+                i = (i + 1) & mask;
+            }
+        }
+        Pairs {
+            slots,
+            shift,
+            ranks_fit,
+            ..none
+        }
+    }
+
+    /// Whether the table holds the merges (else lookups go to the map).
+    fn is_built(&self) -> bool {
+        !self.packed.is_empty() || !self.slots.is_empty()
+    }
+
+    #[inline(always)]
+    fn get(&self, key: u64) -> Option<(u32, u32)> {
+        let mut i = pair_start(key, self.shift);
+        if !self.packed.is_empty() {
+            // Ids of 16 bits or more are in no entry of this form.
+            let (l, r) = (key >> 32, key & 0xffff_ffff);
+            if l >= 0xffff || r >= 0xffff {
+                return None;
+            }
+            let want = (l << 16) | r;
+            let mask = self.packed.len() - 1;
+            loop {
+                let s = *self.packed.get(i)?;
+                if s >> 32 == want {
+                    return Some((((s >> 16) & 0xffff) as u32, (s & 0xffff) as u32));
+                }
+                if s == u64::MAX {
+                    return None;
+                }
+                i = (i + 1) & mask;
+            }
+        }
+        let mask = self.slots.len().wrapping_sub(1);
+        loop {
+            let s = self.slots.get(i)?;
+            if s.key == key {
+                return Some((s.rank, s.id));
+            }
+            if s.key == NO_PAIR {
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+    }
 }
 
 /// Words of at most this many symbols merge by scanning when `unique_ids` allows it.
 const SMALL_WORD: usize = 16;
+
+/// Byte-level words of at most this many bytes merge in stack arrays (`merge_array`) when
+/// `unique_ids` allows it.
+const ARRAY_WORD: usize = 24;
+
+/// `Bpe::singles`, built on first use. Never blocks: while one thread builds, the others go
+/// without it; `set` runs only under the `try_lock`, so a process forked in the middle of it
+/// finds the lock taken and goes without the table.
+#[derive(Default)]
+struct LazySingles {
+    cell: OnceLock<ids_cache::Singles>,
+    building: Mutex<()>,
+}
+
+impl LazySingles {
+    fn get_or_build(
+        &self,
+        build: impl FnOnce() -> ids_cache::Singles,
+    ) -> Option<&ids_cache::Singles> {
+        if let Some(t) = self.cell.get() {
+            return Some(t);
+        }
+        let _guard = self.building.try_lock().ok()?;
+        if self.cell.get().is_none() {
+            let _ = self.cell.set(build());
+        }
+        self.cell.get()
+    }
+}
 
 /// Words of at least this many bytes go to the backtracking encoder when the model has one:
 /// shorter ones are cached, and merge quickly on the heap anyway.
@@ -433,6 +612,7 @@ impl Bpe {
             vocab_r,
             unique_ids,
             vocab,
+            pairs: Pairs::new(&merges),
             merges,
             merge_list,
             unk_token: None,
@@ -448,6 +628,7 @@ impl Bpe {
             meta_words,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             backtrack: backtrack::Lazy::default(),
+            singles: LazySingles::default(),
         })
     }
 
@@ -457,6 +638,8 @@ impl Bpe {
         for v in self.merges.values_mut() {
             v.0 = v.1;
         }
+        self.pairs = Pairs::new(&self.merges);
+        self.singles = LazySingles::default();
     }
 
     /// Bytes spelled by a byte-level token: one per character of its string.
@@ -466,6 +649,7 @@ impl Bpe {
 
     pub(crate) fn set_ignore_merges(&mut self, on: bool) {
         self.ignore_merges = on;
+        self.singles = LazySingles::default();
     }
 
     /// The tokenizer.json `model` object (vocabulary in id order, merges in rank order).
@@ -530,6 +714,18 @@ impl Bpe {
     #[inline]
     fn lookup(&self, a: u32, b: u32) -> Option<(u32, u32)> {
         self.merges.get(&pair_key(a, b)).copied()
+    }
+
+    /// `lookup` through the pair table, for `merge_array` (the byte-level path, whose new
+    /// words merge while the small table stays cached); the other paths keep the map, which
+    /// inlines into their merge loops.
+    #[inline(always)]
+    fn lookup_table(&self, a: u32, b: u32) -> Option<(u32, u32)> {
+        if self.pairs.is_built() {
+            self.pairs.get(pair_key(a, b))
+        } else {
+            self.lookup(a, b)
+        }
     }
 
     /// The backtracking encoder, for undecorated models (a word's symbols are then its
@@ -683,15 +879,66 @@ impl Bpe {
                 "BPE: byte-level ids path used without its table",
             ));
         };
+        let singles = self.single_words(syms);
         self.with_ids_table(|table| {
             f(&mut ByteLevelWords {
                 bpe: self,
                 syms,
+                singles,
                 table,
             })
         })
     }
 
+    /// Under `ignore_merges` (tiktoken's files), the table of byte-level words of at most
+    /// `ids_cache::MAX_WORD` bytes whose ids are one token: every vocabulary string of
+    /// byte-level characters that short, with the ids that `byte_level_merge` itself gives it,
+    /// kept when they are one id. Exact by construction: an entry is the result of the very
+    /// path it stands in for, on the model as it is used (built on first use; the setters that
+    /// change merge results start it afresh). Without `ignore_merges` there is none: building
+    /// it would merge every token, more than a few megabytes of new text cost to merge.
+    fn single_words(&self, syms: &[u32; 256]) -> Option<&ids_cache::Singles> {
+        if !self.ignore_merges {
+            return None;
+        }
+        self.singles.get_or_build(|| {
+            let (mut word, mut buf) = (Word::default(), String::new());
+            let mut out = Vec::new();
+            // The words one after another in `bytes`, (end, id) each.
+            let (mut bytes, mut ends) = (Vec::new(), Vec::new());
+            for s in self.vocab.keys() {
+                // Byte-level characters take at most two bytes each.
+                if s.is_empty() || s.len() > 2 * ids_cache::MAX_WORD {
+                    continue;
+                }
+                let start = bytes.len();
+                bytes.extend(s.chars().map_while(crate::byte_level::char_to_byte));
+                let raw = bytes.get(start..).unwrap_or_default();
+                if raw.len() != s.chars().count() || raw.len() > ids_cache::MAX_WORD {
+                    bytes.truncate(start);
+                    continue;
+                }
+                out.clear();
+                word.clear();
+                let r = self.byte_level_merge(syms, raw, &mut word, &mut buf, &mut out, false);
+                match (r, out.as_slice()) {
+                    (Ok(()), [id]) => ends.push((bytes.len(), *id)),
+                    _ => bytes.truncate(start),
+                }
+            }
+            let mut start = 0;
+            let words = ends.iter().map(|&(end, id)| {
+                let w = bytes.get(start..end).unwrap_or_default();
+                start = end;
+                (w, id)
+            });
+            ids_cache::Singles::new(ends.len(), words)
+        })
+    }
+
+    /// The ids of one byte-level word. `short_not_token`: the caller knows that a word of at
+    /// most `ids_cache::MAX_WORD` bytes is not a vocabulary token (it missed `single_words`,
+    /// which holds every such token when `ignore_merges` is on), so that lookup is skipped.
     fn byte_level_merge(
         &self,
         syms: &[u32; 256],
@@ -699,13 +946,20 @@ impl Bpe {
         word: &mut Word,
         buf: &mut String,
         out: &mut Vec<u32>,
+        short_not_token: bool,
     ) -> Result<()> {
-        if self.ignore_merges || raw.len() >= BACKTRACK_MIN {
+        let check_vocab =
+            self.ignore_merges && !(short_not_token && raw.len() <= ids_cache::MAX_WORD);
+        if self.unique_ids && self.pairs.ranks_fit && !check_vocab && raw.len() <= ARRAY_WORD {
+            self.merge_array(raw, |b| syms[b as usize], out);
+            return Ok(());
+        }
+        if check_vocab || raw.len() >= BACKTRACK_MIN {
             // The byte-level string: its characters are the symbols merged here.
             buf.clear();
             buf.extend(raw.iter().map(|&b| crate::byte_level::byte_to_char(b)));
         }
-        if self.ignore_merges {
+        if check_vocab {
             // A word that is a token is that token, merges or not (as `tokenize`).
             if let Some(&id) = self.vocab.get(buf.as_str()) {
                 out.push(id);
@@ -725,6 +979,62 @@ impl Bpe {
         self.merge_deterministic(word);
         out.extend(word.iter().map(|(id, _, _)| id));
         Ok(())
+    }
+
+    /// The merges of a short word (`raw.len() <= ARRAY_WORD`, symbol `sym(b)` per byte) over
+    /// stack arrays, ids appended to `out`. The same choice as `Word::merge_small` (so the heap
+    /// merge's result when `unique_ids` holds): each step merges the adjacent pair of lowest
+    /// rank, the leftmost among equals (strict `<`, left to right), with the merged id found
+    /// when the pair was formed. Only the arrays differ: the pairs are kept contiguous (the
+    /// merged-away symbol is shifted out) so the scan is a plain loop.
+    fn merge_array(&self, raw: &[u8], sym: impl Fn(u8) -> u32, out: &mut Vec<u32>) {
+        // cands[i]: the pair (ids[i], ids[i + 1]) as rank << 32 | merged id; NONE_PAIR (the
+        // largest rank) when it is no merge. The scan compares ranks only, so ties go left.
+        const NONE_PAIR: u64 = u64::MAX;
+        let mut ids = [0u32; ARRAY_WORD];
+        let mut cands = [NONE_PAIR; ARRAY_WORD];
+        let mut n = 0;
+        for (slot, &b) in ids.iter_mut().zip(raw) {
+            *slot = sym(b);
+            n += 1;
+        }
+        let pair = |l: u32, r: u32| match self.lookup_table(l, r) {
+            Some((rank, id)) => (u64::from(rank) << 32) | u64::from(id),
+            None => NONE_PAIR,
+        };
+        for i in 1..n {
+            cands[i - 1] = pair(ids[i - 1], ids[i]);
+        }
+        while n > 1 {
+            let (mut best, mut best_rank) = (0, u32::MAX);
+            for (i, &c) in cands[..n - 1].iter().enumerate() {
+                let rank = (c >> 32) as u32;
+                if rank < best_rank {
+                    best_rank = rank;
+                    best = i;
+                }
+            }
+            let Some(&c) = cands.get(best).filter(|&&c| c != NONE_PAIR) else {
+                break;
+            };
+            // Symbol best + 1 joins symbol best; the later symbols and pairs move down one
+            // (element by element: a call to memmove costs more for a few elements).
+            ids[best] = c as u32;
+            for i in best + 1..n - 1 {
+                ids[i] = ids[i + 1];
+                cands[i] = cands[i + 1];
+            }
+            n -= 1;
+            cands[best] = if best + 1 < n {
+                pair(ids[best], ids[best + 1])
+            } else {
+                NONE_PAIR
+            };
+            if best > 0 {
+                cands[best - 1] = pair(ids[best - 1], ids[best]);
+            }
+        }
+        out.extend_from_slice(&ids[..n]);
     }
 
     /// Whether `meta_text_ids` applies: the text may be cut before every `▁` that follows
@@ -817,16 +1127,26 @@ impl Bpe {
 pub(crate) struct ByteLevelWords<'a> {
     bpe: &'a Bpe,
     syms: &'a [u32; 256],
+    singles: Option<&'a ids_cache::Singles>,
     table: Option<&'a mut ids_cache::IdsTable>,
 }
 
 impl ByteLevelWords<'_> {
-    /// Append the ids of one word (raw bytes) to `out`.
+    /// Append the ids of one word (raw bytes) to `out`: from the thread's cache, else a word
+    /// that is one token from the shared table, else merged. The thread's cache comes first:
+    /// frequent words stay in its few hot lines, where the shared table is larger than the
+    /// CPU caches, so it serves the words the thread has not met lately.
     #[inline]
     pub(crate) fn ids(&mut self, raw: &[u8], out: &mut Vec<u32>) -> Result<()> {
-        let (bpe, syms) = (self.bpe, self.syms);
+        let (bpe, syms, singles) = (self.bpe, self.syms, self.singles);
         bpe.cached_ids(self.table.as_deref_mut(), raw, out, |word, buf, out| {
-            bpe.byte_level_merge(syms, raw, word, buf, out)
+            if let Some(t) = singles {
+                if let Some(id) = t.get(raw) {
+                    out.push(id);
+                    return Ok(());
+                }
+            }
+            bpe.byte_level_merge(syms, raw, word, buf, out, singles.is_some())
         })
     }
 }
@@ -1374,6 +1694,180 @@ mod tests {
                 let ids: Vec<u32> = out.iter().map(|t| t.id).collect();
                 assert_eq!(ids, want.iter().map(|w| w.0).collect::<Vec<_>>());
             }
+        }
+    }
+
+    /// The stack-array merge gives the heap merge's result on random string-built tables
+    /// (shared ranks included, tiktoken order) for words up to `ARRAY_WORD` symbols, and the
+    /// pair table answers as the map.
+    #[test]
+    fn array_merge_matches_heap_merge_on_string_tables() {
+        let mut next = crate::test_rng(0x5EED_0F5C_A7E5_0002);
+        for round in 0..60 {
+            let mut tokens: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+            let mut vocab: AHashMap<String, u32> = AHashMap::new();
+            for (i, t) in tokens.iter().enumerate() {
+                vocab.insert(t.clone(), i as u32);
+            }
+            let mut merges = Vec::new();
+            for _ in 0..40 {
+                let a = tokens[(next() % tokens.len() as u64) as usize].clone();
+                let b = tokens[(next() % tokens.len() as u64) as usize].clone();
+                if a.len() + b.len() > 8 || merges.contains(&(a.clone(), b.clone())) {
+                    continue;
+                }
+                let ab = format!("{a}{b}");
+                if !vocab.contains_key(&ab) {
+                    vocab.insert(ab.clone(), tokens.len() as u32);
+                    tokens.push(ab);
+                }
+                merges.push((a, b));
+            }
+            let mut bpe = Bpe::build(vocab, merges, None, None).unwrap();
+            if round % 2 == 1 {
+                bpe.rank_merges_by_result();
+            }
+            assert!(bpe.unique_ids && bpe.pairs.is_built());
+            for a in 0..tokens.len() as u32 + 2 {
+                for b in 0..tokens.len() as u32 + 2 {
+                    let want = bpe.merges.get(&pair_key(a, b)).copied();
+                    assert_eq!(bpe.lookup_table(a, b), want);
+                }
+            }
+            let sym = |b: u8| u32::from(b - b'a');
+            for _ in 0..300 {
+                let n = 1 + (next() % ARRAY_WORD as u64) as usize;
+                let word: Vec<u8> = (0..n).map(|_| b"abc"[(next() % 3) as usize]).collect();
+                let mut heap = Word::default();
+                for &b in &word {
+                    heap.push(sym(b), 1);
+                }
+                let map = |a, b| bpe.merges.get(&pair_key(a, b)).copied();
+                heap.merge_all(map, None::<fn() -> bool>, |_, _, _| {});
+                let want: Vec<u32> = heap.iter().map(|(id, _, _)| id).collect();
+                let mut got = Vec::new();
+                bpe.merge_array(&word, sym, &mut got);
+                assert_eq!(got, want, "{:?}", String::from_utf8_lossy(&word));
+            }
+        }
+    }
+
+    /// Both forms of the pair table answer every lookup as the map: present pairs, absent
+    /// pairs, ids at and past the 16-bit form's limit.
+    #[test]
+    fn pair_table_answers_as_the_map() {
+        let mut next = crate::test_rng(0x9A1B_7AB1_E000_0001);
+        for (round, top) in [(0, 300u64), (1, 0xffff), (2, 0x2_0000), (3, 1 << 31)] {
+            let mut merges: AHashMap<u64, (u32, u32)> = AHashMap::new();
+            for _ in 0..3000 {
+                let (l, r) = ((next() % top) as u32, (next() % top) as u32);
+                let v = ((next() % top) as u32, (next() % top) as u32);
+                merges.insert(pair_key(l, r), v);
+            }
+            let pairs = Pairs::new(&merges);
+            assert!(pairs.is_built());
+            assert_eq!(!pairs.packed.is_empty(), round < 2, "round {round}");
+            for (&k, &v) in &merges {
+                assert_eq!(pairs.get(k), Some(v));
+                for probe in [k ^ 1, k ^ (1 << 32), k.wrapping_add(0xffff)] {
+                    assert_eq!(pairs.get(probe), merges.get(&probe).copied());
+                }
+            }
+            for _ in 0..3000 {
+                let k = pair_key((next() % (top + 2)) as u32, (next() % (top + 2)) as u32);
+                assert_eq!(pairs.get(k), merges.get(&k).copied());
+            }
+        }
+    }
+
+    /// Random short words for the byte-level tests: tokens, joined tokens, prose-like words
+    /// with a leading space, and random bytes.
+    fn byte_level_words(m: &Bpe, seed: u64, count: usize) -> Vec<Vec<u8>> {
+        let mut next = crate::test_rng(seed);
+        let tokens: Vec<Vec<u8>> = m
+            .vocab
+            .keys()
+            .filter_map(|s| s.chars().map(crate::byte_level::char_to_byte).collect())
+            .collect();
+        let mut tokens = tokens;
+        tokens.sort();
+        let pick = |r: u64| tokens[(r % tokens.len() as u64) as usize].clone();
+        (0..count)
+            .map(|i| match i % 5 {
+                0 => pick(next()),
+                1 => [pick(next()), pick(next())].concat(),
+                2 => [pick(next()), pick(next()), pick(next())].concat(),
+                3 => {
+                    let n = 1 + (next() % 14) as usize;
+                    let mut w = vec![b' '];
+                    w.extend((0..n).map(|_| b"etaoinshrdlucmfw"[(next() % 16) as usize]));
+                    w
+                }
+                _ => (0..1 + next() % 30).map(|_| next() as u8).collect(),
+            })
+            .collect()
+    }
+
+    /// The byte-level ids path (one-token table, id cache, stack-array merge) against the
+    /// plain merge on the real gpt2 file, and against the plain path with ignore_merges on
+    /// the tiktoken-built cl100k model: each word twice (cold, then from the caches).
+    #[test]
+    fn byte_level_ids_match_plain_merge_on_real_models() {
+        let dir = crate::test_data_dir();
+        let mut models = Vec::new();
+        match std::fs::read_to_string(format!("{dir}/gpt2/tokenizer.json")) {
+            Ok(text) => {
+                let v: Value = serde_json::from_str(&text).unwrap();
+                models.push(("gpt2", Bpe::from_json(&v["model"]).unwrap()));
+            }
+            Err(_) => eprintln!("skipped: gpt2 not found"),
+        }
+        match std::fs::read(format!("{dir}/cl100k-tiktoken/cl100k_base.tiktoken")) {
+            Ok(bytes) => {
+                let (_, m) = crate::formats::tiktoken::pipeline(&bytes, "x", &[]).unwrap();
+                models.push(("cl100k", m));
+            }
+            Err(_) => eprintln!("skipped: cl100k not found"),
+        }
+        for (name, m) in &models {
+            assert!(m.has_byte_level_ids());
+            let syms = m.byte_level_syms.as_deref().unwrap();
+            let singles = m.single_words(syms);
+            assert_eq!(singles.is_some(), m.ignore_merges);
+            let mut singles_hit = 0;
+            for (i, raw) in byte_level_words(m, 0xB17E_1E5E_1D5C_0001, 6000)
+                .iter()
+                .enumerate()
+            {
+                // Plain: the vocabulary first under ignore_merges, else the heap merge over
+                // the map.
+                let s: String = raw
+                    .iter()
+                    .map(|&b| crate::byte_level::byte_to_char(b))
+                    .collect();
+                let want: Vec<u32> = match m.vocab.get(&s) {
+                    Some(&id) if m.ignore_merges => vec![id],
+                    _ => {
+                        let mut heap = Word::default();
+                        for &b in raw {
+                            heap.push(syms[b as usize], 1);
+                        }
+                        let map = |a, b| m.merges.get(&pair_key(a, b)).copied();
+                        heap.merge_all(map, None::<fn() -> bool>, |_, _, _| {});
+                        heap.iter().map(|(id, _, _)| id).collect()
+                    }
+                };
+                singles_hit += usize::from(singles.is_some_and(|t| t.get(raw).is_some()));
+                for _ in 0..2 {
+                    let mut got = Vec::new();
+                    m.byte_level_ids(raw, &mut got).unwrap();
+                    assert_eq!(got, want, "{name} word {i} {s:?}");
+                }
+            }
+            assert!(
+                singles.is_none() || singles_hit > 1000,
+                "{name}: {singles_hit}"
+            );
         }
     }
 

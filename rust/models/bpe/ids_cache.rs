@@ -169,6 +169,93 @@ impl IdsTable {
     }
 }
 
+/// Byte-level words that are one token, shared read-only by every thread: open addressing
+/// over the same inline keys as `IdsTable` (24-byte slots, load at most 1/2). Filled from a
+/// model's vocabulary once (`Bpe::single_words`), so a word never seen before that is a token
+/// costs one probe instead of a merge, and the per-thread table keeps its room for the words
+/// of several tokens.
+pub struct Singles {
+    slots: Box<[Single]>,
+    shift: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Single {
+    k0: u64,
+    k1: u64,
+    /// Word length in bytes; 0 marks an empty slot (words are never empty).
+    len: u32,
+    id: u32,
+}
+
+/// Start slot of a key (the top bits of the same multiply-shift hash as `place`).
+#[inline]
+fn single_start(k0: u64, k1: u64, len: usize, shift: u32) -> usize {
+    let h = (k0 ^ k1.rotate_left(29) ^ (len as u64).wrapping_mul(0x9E37_79B9))
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h >> shift) as usize
+}
+
+impl Singles {
+    /// The table of `words` (`count` of them, distinct, 1..=MAX_WORD bytes each; others are
+    /// left out).
+    pub fn new<'a>(count: usize, words: impl Iterator<Item = (&'a [u8], u32)>) -> Singles {
+        let cap = (count * 2).next_power_of_two().max(16);
+        let shift = 64 - cap.trailing_zeros();
+        let mask = cap - 1;
+        let empty = Single {
+            k0: 0,
+            k1: 0,
+            len: 0,
+            id: 0,
+        };
+        let mut slots = vec![empty; cap].into_boxed_slice();
+        let mut left = cap / 2;
+        for (w, id) in words {
+            if w.is_empty() || w.len() > MAX_WORD || left == 0 {
+                continue;
+            }
+            left -= 1;
+            let (k0, k1) = key(w);
+            let mut i = single_start(k0, k1, w.len(), shift);
+            while let Some(s) = slots.get_mut(i) {
+                if s.len == 0 {
+                    *s = Single {
+                        k0,
+                        k1,
+                        len: w.len() as u32,
+                        id,
+                    };
+                    break;
+                }
+                i = (i + 1) & mask;
+            }
+        }
+        Singles { slots, shift }
+    }
+
+    /// The token of `word`, when it is one of the table's words.
+    #[inline]
+    pub fn get(&self, word: &[u8]) -> Option<u32> {
+        if word.is_empty() || word.len() > MAX_WORD {
+            return None;
+        }
+        let (k0, k1) = key(word);
+        let mask = self.slots.len().wrapping_sub(1);
+        let mut i = single_start(k0, k1, word.len(), self.shift);
+        loop {
+            let s = self.slots.get(i)?;
+            if s.len == 0 {
+                return None;
+            }
+            if s.k0 == k0 && s.k1 == k1 && s.len as usize == word.len() {
+                return Some(s.id);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,6 +372,48 @@ mod tests {
             assert!(t.get(a, &mut out) && t.get(b, &mut out));
             assert_eq!(out, [1, 2, 3]);
         }
+    }
+
+    /// The shared table finds exactly its words: every word over a small alphabet up to 5
+    /// bytes and random longer ones, half of them in the table.
+    #[test]
+    fn singles_find_exactly_their_words() {
+        let mut words: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut all = Vec::new();
+        for _ in 0..5 {
+            words = words
+                .iter()
+                .flat_map(|w| {
+                    b"ab\0".iter().map(move |&c| {
+                        let mut w = w.clone();
+                        w.push(c);
+                        w
+                    })
+                })
+                .collect();
+            all.extend(words.iter().cloned());
+        }
+        let mut next = crate::test_rng(0x51B6_1E5E_ED00_0001);
+        for _ in 0..5000 {
+            let len = 6 + (next() % 11) as usize;
+            all.push((0..len).map(|_| b"ab\0z"[(next() % 4) as usize]).collect());
+        }
+        all.sort();
+        all.dedup();
+        let kept: Vec<(Vec<u8>, u32)> = all
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 0)
+            .map(|(i, w)| (w.clone(), i as u32))
+            .collect();
+        let t = Singles::new(kept.len(), kept.iter().map(|(w, id)| (&w[..], *id)));
+        for (i, w) in all.iter().enumerate() {
+            let want = (i % 2 == 0).then_some(i as u32);
+            assert_eq!(t.get(w), want, "{w:?}");
+        }
+        assert_eq!(t.get(b""), None);
+        assert_eq!(t.get(&[b'a'; MAX_WORD + 1]), None);
+        assert_eq!(Singles::new(0, std::iter::empty()).get(b"a"), None);
     }
 
     /// A corpus larger than the table: a word hit often survives a stream of one-off words
