@@ -122,9 +122,10 @@ pub struct Bpe {
     vocab_r: IdToToken,
     /// (left id, right id) packed in a u64 → (rank, merged id).
     merges: AHashMap<u64, (u32, u32)>,
-    /// The same pairs as `merges`, for lookups (see `Pairs`); rebuilt whenever `merges`
-    /// changes.
-    pairs: Pairs,
+    /// The same pairs as `merges`, for lookups (see `Pairs`): built on first use (a tiktoken
+    /// load re-ranks the merges right after building, and most models never need it), reset
+    /// whenever `merges` changes.
+    pairs: OnceLock<Pairs>,
     /// Ordered (left, right) merge strings, as loaded (for serialization by others).
     merge_list: Vec<(String, String)>,
     unk_token: Option<String>,
@@ -612,7 +613,7 @@ impl Bpe {
             vocab_r,
             unique_ids,
             vocab,
-            pairs: Pairs::new(&merges),
+            pairs: OnceLock::new(),
             merges,
             merge_list,
             unk_token: None,
@@ -638,7 +639,7 @@ impl Bpe {
         for v in self.merges.values_mut() {
             v.0 = v.1;
         }
-        self.pairs = Pairs::new(&self.merges);
+        self.pairs = OnceLock::new();
         self.singles = LazySingles::default();
     }
 
@@ -716,13 +717,17 @@ impl Bpe {
         self.merges.get(&pair_key(a, b)).copied()
     }
 
+    fn pairs(&self) -> &Pairs {
+        self.pairs.get_or_init(|| Pairs::new(&self.merges))
+    }
+
     /// `lookup` through the pair table, for `merge_array` (the byte-level path, whose new
     /// words merge while the small table stays cached); the other paths keep the map, which
     /// inlines into their merge loops.
     #[inline(always)]
-    fn lookup_table(&self, a: u32, b: u32) -> Option<(u32, u32)> {
-        if self.pairs.is_built() {
-            self.pairs.get(pair_key(a, b))
+    fn lookup_table(&self, pairs: &Pairs, a: u32, b: u32) -> Option<(u32, u32)> {
+        if pairs.is_built() {
+            pairs.get(pair_key(a, b))
         } else {
             self.lookup(a, b)
         }
@@ -950,7 +955,7 @@ impl Bpe {
     ) -> Result<()> {
         let check_vocab =
             self.ignore_merges && !(short_not_token && raw.len() <= ids_cache::MAX_WORD);
-        if self.unique_ids && self.pairs.ranks_fit && !check_vocab && raw.len() <= ARRAY_WORD {
+        if self.unique_ids && self.pairs().ranks_fit && !check_vocab && raw.len() <= ARRAY_WORD {
             self.merge_array(raw, |b| syms[b as usize], out);
             return Ok(());
         }
@@ -998,7 +1003,8 @@ impl Bpe {
             *slot = sym(b);
             n += 1;
         }
-        let pair = |l: u32, r: u32| match self.lookup_table(l, r) {
+        let pairs = self.pairs();
+        let pair = |l: u32, r: u32| match self.lookup_table(pairs, l, r) {
             Some((rank, id)) => (u64::from(rank) << 32) | u64::from(id),
             None => NONE_PAIR,
         };
@@ -1727,11 +1733,11 @@ mod tests {
             if round % 2 == 1 {
                 bpe.rank_merges_by_result();
             }
-            assert!(bpe.unique_ids && bpe.pairs.is_built());
+            assert!(bpe.unique_ids && bpe.pairs().is_built());
             for a in 0..tokens.len() as u32 + 2 {
                 for b in 0..tokens.len() as u32 + 2 {
                     let want = bpe.merges.get(&pair_key(a, b)).copied();
-                    assert_eq!(bpe.lookup_table(a, b), want);
+                    assert_eq!(bpe.lookup_table(bpe.pairs(), a, b), want);
                 }
             }
             let sym = |b: u8| u32::from(b - b'a');
