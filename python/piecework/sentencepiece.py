@@ -6,8 +6,8 @@ the Rust core, this class only picks the entry point from the argument's shape.
 
 from __future__ import annotations
 
+import functools
 import os
-import weakref
 from typing import Any
 
 from ._core import _FastEncode, _SentencePiece
@@ -21,6 +21,44 @@ def _is_sequence(x: Any) -> bool:
 
 def _text(x: Any) -> str:
     return x.decode("utf-8") if isinstance(x, bytes) else x
+
+
+def _encode(
+    sp: _SentencePiece,
+    options: tuple[Any, bool, bool, bool, bool],
+    input: Any,
+    out_type: Any = None,
+    add_bos: bool | None = None,
+    add_eos: bool | None = None,
+    reverse: bool | None = None,
+    emit_unk_piece: bool | None = None,
+    enable_sampling: bool = False,
+    **_defaults: Any,
+) -> Any:
+    """`SentencePieceProcessor.Encode` given the processor's core and constructor options (a
+    function of those alone, so the fast callable can hold it without holding the processor)."""
+    if enable_sampling:
+        raise ValueError("piecework: enable_sampling is not supported")
+    d_out, d_bos, d_eos, d_reverse, d_unk = options
+    out_type = d_out if out_type is None else out_type
+    add_bos = d_bos if add_bos is None else add_bos
+    add_eos = d_eos if add_eos is None else add_eos
+    reverse = d_reverse if reverse is None else reverse
+    emit_unk_piece = d_unk if emit_unk_piece is None else emit_unk_piece
+    if isinstance(input, list):
+        # The Rust side takes a list of str as it is; only bytes need decoding first.
+        texts = input if all(type(t) is str for t in input) else [_text(t) for t in input]
+        if out_type is int:
+            return sp.encode_ids_batch(texts, add_bos, add_eos, reverse)
+        if out_type is str:
+            return sp.encode_pieces_batch(texts, add_bos, add_eos, reverse, emit_unk_piece)
+    else:
+        text = _text(input)
+        if out_type is int:
+            return sp.encode_ids(text, add_bos, add_eos, reverse)
+        if out_type is str:
+            return sp.encode_pieces(text, add_bos, add_eos, reverse, emit_unk_piece)
+    raise ValueError(f"unsupported out_type={out_type!r} (int or str)")
 
 
 class SentencePieceProcessor:
@@ -88,7 +126,9 @@ class SentencePieceProcessor:
         if self._out_type is int and not (self._add_bos or self._add_eos or self._reverse):
             # With default options, `encode(text)` is answered in Rust without entering the
             # Python method below; every other call still goes through it.
-            fast = _FastEncode(sp, SentencePieceProcessor.Encode, weakref.ref(self))
+            # The fallback holds the core and the options, not the processor: no cycle, so
+            # a dropped processor is freed at once.
+            fast = _FastEncode(sp, functools.partial(_encode, sp, self._options()))
             for name in self._FAST_NAMES:
                 self.__dict__[name] = fast
 
@@ -112,28 +152,20 @@ class SentencePieceProcessor:
         **_defaults: Any,
     ) -> Any:
         # (With default options the common call, one str, never gets here: see `_set_model`.)
-        if enable_sampling:
-            raise ValueError("piecework: enable_sampling is not supported")
-        out_type = self._out_type if out_type is None else out_type
-        add_bos = self._add_bos if add_bos is None else add_bos
-        add_eos = self._add_eos if add_eos is None else add_eos
-        reverse = self._reverse if reverse is None else reverse
-        emit_unk_piece = self._emit_unk_piece if emit_unk_piece is None else emit_unk_piece
-        sp = self._core
-        if isinstance(input, list):
-            # The Rust side takes a list of str as it is; only bytes need decoding first.
-            texts = input if all(type(t) is str for t in input) else [_text(t) for t in input]
-            if out_type is int:
-                return sp.encode_ids_batch(texts, add_bos, add_eos, reverse)
-            if out_type is str:
-                return sp.encode_pieces_batch(texts, add_bos, add_eos, reverse, emit_unk_piece)
-        else:
-            text = _text(input)
-            if out_type is int:
-                return sp.encode_ids(text, add_bos, add_eos, reverse)
-            if out_type is str:
-                return sp.encode_pieces(text, add_bos, add_eos, reverse, emit_unk_piece)
-        raise ValueError(f"unsupported out_type={out_type!r} (int or str)")
+        return _encode(
+            self._core,
+            self._options(),
+            input,
+            out_type,
+            add_bos,
+            add_eos,
+            reverse,
+            emit_unk_piece,
+            enable_sampling,
+        )
+
+    def _options(self) -> tuple[Any, bool, bool, bool, bool]:
+        return (self._out_type, self._add_bos, self._add_eos, self._reverse, self._emit_unk_piece)
 
     def EncodeAsIds(self, input: Any, **kwargs: Any) -> Any:
         return self.Encode(input, out_type=int, **kwargs)

@@ -454,21 +454,20 @@ impl PySentencePiece {
 
 /// `SentencePieceProcessor.encode` of a processor with default options. The common call,
 /// one `str` and nothing else, goes straight to the ids with no Python frame (which costs
-/// about as much as encoding a short line); any other call goes to the general method
-/// `func(owner, *args, **kwargs)`. The owner is held weakly: the processor holds this object,
-/// and a strong reference back would be a cycle only the garbage collector could free.
+/// about as much as encoding a short line); any other call goes to the general
+/// `fallback(*args, **kwargs)`, which holds the core and the options but not the processor
+/// (the processor holds this object: a reference back would be a cycle).
 #[pyclass(module = "piecework._core", name = "_FastEncode", frozen)]
 pub struct PyFastEncode {
     sp: Py<PySentencePiece>,
-    func: Py<PyAny>,
-    owner: Py<PyAny>,
+    fallback: Py<PyAny>,
 }
 
 #[pymethods]
 impl PyFastEncode {
     #[new]
-    fn new(sp: Py<PySentencePiece>, func: Py<PyAny>, owner: Py<PyAny>) -> Self {
-        PyFastEncode { sp, func, owner }
+    fn new(sp: Py<PySentencePiece>, fallback: Py<PyAny>) -> Self {
+        PyFastEncode { sp, fallback }
     }
 
     #[pyo3(signature = (*args, **kwargs))]
@@ -489,15 +488,7 @@ impl PyFastEncode {
                 return Ok(ids_list(py, &ids)?.into_any());
             }
         }
-        let owner = self.owner.bind(py).call0()?;
-        if owner.is_none() {
-            return Err(pyo3::exceptions::PyReferenceError::new_err(
-                "the SentencePieceProcessor is gone",
-            ));
-        }
-        let mut all = vec![owner];
-        all.extend(args.iter());
-        self.func.bind(py).call(PyTuple::new(py, all)?, kwargs)
+        self.fallback.bind(py).call(args, kwargs)
     }
 }
 
