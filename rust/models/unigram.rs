@@ -36,7 +36,9 @@ const NO_START: u32 = u32::MAX;
 /// Words shorter than this (in bytes) are cached; offsets then fit in a byte.
 const CACHE_MAX_WORD: usize = 256;
 const CACHE_SHARDS: usize = 16;
-/// Entries per shard; a full shard stops taking new words (memory stays bounded).
+/// Entries per shard; a full shard is emptied before it takes the next word, so memory stays
+/// bounded and the cache follows the text when its vocabulary shifts (a shard that merely
+/// stopped taking words kept serving the first texts' words forever).
 const CACHE_PER_SHARD: usize = 4096;
 
 /// One cached token: id and its byte span inside the word.
@@ -145,8 +147,14 @@ impl WordCache {
         let Some(Ok(mut sh)) = self.shard(h).map(Mutex::try_lock) else {
             return;
         };
-        if sh.entries.len() >= CACHE_PER_SHARD || sh.index.contains_key(&h) {
+        if sh.index.contains_key(&h) {
             return;
+        }
+        if sh.entries.len() >= CACHE_PER_SHARD {
+            sh.index.clear();
+            sh.entries.clear();
+            sh.keys.clear();
+            sh.toks.clear();
         }
         let e = Entry {
             key: sh.keys.len() as u32,
@@ -592,6 +600,31 @@ mod tests {
             pos += char_len;
         }
         Ok(best.iter().map(|b| (b.0.to_bits(), b.1, b.2)).collect())
+    }
+
+    #[test]
+    fn a_full_cache_shard_empties_and_keeps_taking_new_words() {
+        let cache = WordCache::new();
+        let tok = [Token::new(7, 0, 1)];
+        // Enough distinct words to fill every shard several times over.
+        let words: Vec<String> = (0..CACHE_SHARDS * CACHE_PER_SHARD * 3)
+            .map(|i| format!("w{i}"))
+            .collect();
+        for w in &words {
+            cache.set(cache.hash(w), w, &tok);
+        }
+        // The last words went in although the shards had filled up long before...
+        let mut out = Vec::new();
+        for w in words.iter().rev().take(200) {
+            out.clear();
+            assert!(cache.get_ids(cache.hash(w), w, &mut out), "{w} not cached");
+            assert_eq!(out, vec![7]);
+        }
+        // ...and no shard holds more than its bound.
+        for sh in cache.shards.iter() {
+            let sh = sh.lock().unwrap();
+            assert!(sh.entries.len() <= CACHE_PER_SHARD && sh.index.len() == sh.entries.len());
+        }
     }
 
     #[test]
