@@ -243,20 +243,8 @@ impl Tokenizer {
                 return Ok(());
             }
         }
-        let ids = out.split_off(start);
-        // Truncation and the post-processor only move ids around; give them an encoding whose
-        // other fields are cheap placeholders (empty strings do not allocate).
-        let n = ids.len();
-        let light = Encoding {
-            ids,
-            type_ids: vec![0; n],
-            tokens: vec![String::new(); n],
-            words: vec![None; n],
-            offsets: vec![(0, 0); n],
-            special_tokens_mask: vec![0; n],
-            attention_mask: vec![1; n],
-            ..Encoding::default()
-        };
+        // Truncation and the post-processor only move ids around (see `placeholders`).
+        let light = Encoding::placeholders(out.split_off(start));
         let unpadded = Tokenizer {
             padding: None,
             ..self.clone()

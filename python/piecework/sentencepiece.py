@@ -140,29 +140,11 @@ class SentencePieceProcessor:
 
     # ---- encoding ----
 
-    def Encode(
-        self,
-        input: Any,
-        out_type: Any = None,
-        add_bos: bool | None = None,
-        add_eos: bool | None = None,
-        reverse: bool | None = None,
-        emit_unk_piece: bool | None = None,
-        enable_sampling: bool = False,
-        **_defaults: Any,
-    ) -> Any:
+    def Encode(self, input: Any, *args: Any, **kwargs: Any) -> Any:
+        """Arguments as sentencepiece's: ``out_type``, ``add_bos``, ``add_eos``, ``reverse``,
+        ``emit_unk_piece``, ``enable_sampling`` (see `_encode`)."""
         # (With default options the common call, one str, never gets here: see `_set_model`.)
-        return _encode(
-            self._core,
-            self._options(),
-            input,
-            out_type,
-            add_bos,
-            add_eos,
-            reverse,
-            emit_unk_piece,
-            enable_sampling,
-        )
+        return _encode(self._core, self._options(), input, *args, **kwargs)
 
     def _options(self) -> tuple[Any, bool, bool, bool, bool]:
         return (self._out_type, self._add_bos, self._add_eos, self._reverse, self._emit_unk_piece)
