@@ -359,24 +359,7 @@ impl SentencePiece {
         let mut prev_unk = false;
         let mut covered = 0usize;
         for p in pieces.iter() {
-            let kind = if p.id == unigram::NO_UNK {
-                PieceType::Unknown
-            } else {
-                self.kinds.get(p.id as usize).copied().ok_or_else(|| {
-                    Error::invalid(format!("segmenter returned id {} out of range", p.id))
-                })?
-            };
-            if p.start > p.end || p.end > nlen {
-                return Err(Error::invalid("segmenter returned a span outside the text"));
-            }
-            if kind == PieceType::Control {
-                // The reference gives a control piece no width and then fails its "all
-                // normalized characters consumed" check.
-                return Err(Error::invalid(format!(
-                    "the text contains `{}`, a CONTROL piece, as a whole segment (sentencepiece fails on it too)",
-                    self.data.pieces[p.id as usize].piece
-                )));
-            }
+            let kind = self.piece_kind(p, nlen)?;
             let (ob, oe) = (n2o[p.start], n2o[p.end]);
             if ob > oe {
                 return Err(Error::invalid("offsets run backwards"));
@@ -467,6 +450,34 @@ impl SentencePiece {
         })
     }
 
+    /// The type of a segmented piece, after the checks both encode paths make: an id in
+    /// range, a span inside the normalized text (`nlen` bytes), and no CONTROL piece (the
+    /// reference gives it no width and then fails its "all normalized characters consumed"
+    /// check).
+    fn piece_kind(&self, p: &SpPiece, nlen: usize) -> Result<PieceType> {
+        let kind = if p.id == unigram::NO_UNK {
+            PieceType::Unknown
+        } else {
+            self.kinds.get(p.id as usize).copied().ok_or_else(|| {
+                Error::invalid(format!("segmenter returned id {} out of range", p.id))
+            })?
+        };
+        if p.start > p.end || p.end > nlen {
+            return Err(Error::invalid("segmenter returned a span outside the text"));
+        }
+        if kind == PieceType::Control {
+            let piece = self
+                .data
+                .pieces
+                .get(p.id as usize)
+                .map_or("", |x| x.piece.as_str());
+            return Err(Error::invalid(format!(
+                "the text contains `{piece}`, a CONTROL piece, as a whole segment (sentencepiece fails on it too)"
+            )));
+        }
+        Ok(kind)
+    }
+
     fn ids_from_pieces(
         &self,
         text: &str,
@@ -484,22 +495,7 @@ impl SentencePiece {
         let mut prev_unk = false;
         let mut covered = 0usize;
         for p in pieces.iter() {
-            let kind = if p.id == unigram::NO_UNK {
-                PieceType::Unknown
-            } else {
-                self.kinds.get(p.id as usize).copied().ok_or_else(|| {
-                    Error::invalid(format!("segmenter returned id {} out of range", p.id))
-                })?
-            };
-            if p.start > p.end || p.end > nlen {
-                return Err(Error::invalid("segmenter returned a span outside the text"));
-            }
-            if kind == PieceType::Control {
-                return Err(Error::invalid(format!(
-                    "the text contains `{}`, a CONTROL piece, as a whole segment (sentencepiece fails on it too)",
-                    self.data.pieces[p.id as usize].piece
-                )));
-            }
+            let kind = self.piece_kind(p, nlen)?;
             let is_unk = kind == PieceType::Unknown;
             if is_unk && self.byte_ids.is_some() {
                 let ids = self.byte_ids.as_deref().map(|a| &a[..]).unwrap_or(&[]);
