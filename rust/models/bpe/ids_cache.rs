@@ -275,11 +275,8 @@ mod tests {
         assert_eq!(out, [1, 2, 3, 4]);
     }
 
-    /// Every word of every length must get its own key (the overlapping loads must not lose a
-    /// byte): all words over a 3-letter alphabet up to 5 bytes, then random words up to 16.
-    #[test]
-    fn keys_are_unique_per_length() {
-        use std::collections::HashMap;
+    /// Every word over the alphabet {a, b, NUL} of 1 to 5 bytes.
+    fn small_words() -> Vec<Vec<u8>> {
         let mut words: Vec<Vec<u8>> = vec![Vec::new()];
         let mut all = Vec::new();
         for _ in 0..5 {
@@ -295,6 +292,15 @@ mod tests {
                 .collect();
             all.extend(words.iter().cloned());
         }
+        all
+    }
+
+    /// Every word of every length must get its own key (the overlapping loads must not lose a
+    /// byte): all words over a 3-letter alphabet up to 5 bytes, then random words up to 16.
+    #[test]
+    fn keys_are_unique_per_length() {
+        use std::collections::HashMap;
+        let mut all = small_words();
         let mut next = crate::test_rng(0x2545_F491_4F6C_DD1Du64);
         for _ in 0..20_000 {
             let state = next();
@@ -378,21 +384,7 @@ mod tests {
     /// bytes and random longer ones, half of them in the table.
     #[test]
     fn singles_find_exactly_their_words() {
-        let mut words: Vec<Vec<u8>> = vec![Vec::new()];
-        let mut all = Vec::new();
-        for _ in 0..5 {
-            words = words
-                .iter()
-                .flat_map(|w| {
-                    b"ab\0".iter().map(move |&c| {
-                        let mut w = w.clone();
-                        w.push(c);
-                        w
-                    })
-                })
-                .collect();
-            all.extend(words.iter().cloned());
-        }
+        let mut all = small_words();
         let mut next = crate::test_rng(0x51B6_1E5E_ED00_0001);
         for _ in 0..5000 {
             let len = 6 + (next() % 11) as usize;
