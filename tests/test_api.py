@@ -460,6 +460,35 @@ def test_pickle_and_copies(both):
         compare_encodings(ours.encode(TEXTS[2]), theirs.encode(TEXTS[2]))
 
 
+class _Counting(piecework.Tokenizer):
+    """A subclass that overrides one of the methods the instance otherwise binds to the core."""
+
+    def encode_ids(self, text, add_special_tokens=True):
+        self.calls.append(text)
+        return super().encode_ids(text, add_special_tokens)
+
+
+def test_direct_calls_take_keywords_and_respect_subclasses(both):
+    """encode / encode_ids / decode are the core's methods on the instance: keyword calls work
+    as on the oracle, and a subclass's override is still the one called."""
+    theirs, ours = both
+    for text in TEXTS:
+        want = theirs.encode(sequence=text, pair="a pair", add_special_tokens=False)
+        compare_encodings(ours.encode(sequence=text, pair="a pair", add_special_tokens=False), want)
+        single = theirs.encode(text, add_special_tokens=False).ids
+        assert ours.encode_ids(text=text, add_special_tokens=False) == single
+        assert ours.decode(ids=want.ids, skip_special_tokens=False) == theirs.decode(
+            ids=want.ids, skip_special_tokens=False
+        )
+
+    sub = _Counting.from_str(theirs.to_str())
+    for clone in (sub, pickle.loads(pickle.dumps(sub)), copy.copy(sub), copy.deepcopy(sub)):
+        assert type(clone) is _Counting
+        clone.calls = []
+        assert clone.encode_ids(TEXTS[2]) == theirs.encode(TEXTS[2]).ids
+        assert clone.calls == [TEXTS[2]]
+
+
 def test_to_str_roundtrip_and_save(both, tmp_path):
     _, ours = both
     ours.enable_padding(length=4)

@@ -102,6 +102,10 @@ def _core_constructor(name: str) -> Any:
     return ctor
 
 
+# Methods of `Tokenizer` that only forward to the core's method of the same name and signature.
+_DIRECT = ("encode", "encode_ids", "decode")
+
+
 class Tokenizer:
     """A tokenizer: text in, `Encoding` out, exactly as `tokenizers.Tokenizer` does it.
 
@@ -110,17 +114,29 @@ class Tokenizer:
     copies; padding and truncation are per object and may be changed while other threads encode.
     """
 
-    __slots__ = ("_source", "_tok")
+    # __dict__ holds the core's bound methods that shadow the per-text calls (see _set_core).
+    __slots__ = ("__dict__", "_source", "_tok")
 
     def __init__(self, tokenizer: _core.Tokenizer, _source: tuple[Any, ...] | None = None):
         if not isinstance(tokenizer, _core.Tokenizer):
             raise TypeError(
                 "Tokenizer() takes a piecework._core.Tokenizer; use Tokenizer.from_file"
             )
-        self._tok = tokenizer
+        self._set_core(tokenizer)
         # How to rebuild a tokenizer that was not loaded from JSON (for pickling): (kind, data,
         # options). None for tokenizer.json.
         self._source = _source
+
+    def _set_core(self, core: _core.Tokenizer) -> None:
+        self._tok = core
+        # The per-text calls go straight to the core's methods (same signatures and defaults),
+        # so a call costs no Python frame; a subclass that overrides one keeps its override.
+        d = self.__dict__
+        for name in _DIRECT:
+            if getattr(type(self), name) is getattr(Tokenizer, name):
+                d[name] = getattr(core, name)
+            else:
+                d.pop(name, None)
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -274,12 +290,16 @@ class Tokenizer:
                 other.enable_padding(**padding)
             if truncation is not None:
                 other.enable_truncation(**truncation)
-        self._tok = other._tok
+        self._set_core(other._tok)
         self._source = other._source
 
     def __copy__(self) -> Tokenizer:
-        # The core is immutable and shared; the configuration becomes independent.
-        return Tokenizer(self._tok.copy(), self._source)
+        # The core is immutable and shared; the configuration becomes independent. A subclass
+        # stays itself (its __init__ may take other arguments, so it is not called).
+        new = type(self).__new__(type(self))
+        new._set_core(self._tok.copy())
+        new._source = self._source
+        return new
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Tokenizer:
         return self.__copy__()
