@@ -307,7 +307,8 @@ impl Tokenizer {
         add_special_tokens: bool,
     ) -> Result<Vec<Vec<u32>>> {
         let one = |t: &&str| {
-            let mut v = Vec::new();
+            // Room for about one id per 3 bytes: a row rarely regrows.
+            let mut v = Vec::with_capacity(t.len().min(1 << 20) / 3 + 4);
             self.encode_ids(t, add_special_tokens, &mut v).map(|_| v)
         };
         crate::parallel::map_batch(texts, |t| t.len(), one)

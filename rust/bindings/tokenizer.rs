@@ -447,7 +447,8 @@ impl PyTokenizer {
             &texts,
             |t| t.len(),
             |t| {
-                let mut out = Vec::new();
+                // Sized as in `encode_ids`: a row then rarely regrows.
+                let mut out = Vec::with_capacity(t.len().min(1 << 20) / 3 + 4);
                 tok.encode_ids(t, add_special_tokens, &mut out)
                     .map(|()| out)
             },
