@@ -12,40 +12,48 @@ mod tokenizer;
 
 use pyo3::types::PyList;
 
-/// Ids per chunk of shared Python ints, and the chunks kept: ids below 4096, where
-/// vocabularies put their characters, punctuation and most frequent words. Sharing ints
-/// spread over a whole large vocabulary measured slower (each reference count touched is a
-/// cache miss, where a fresh int reuses memory just freed).
-const INT_CHUNK: usize = 1024;
-const INT_CHUNKS: usize = 4;
+/// Ids below this share one Python int each: vocabularies put their characters,
+/// punctuation and most frequent words there. Sharing ints spread over a whole large
+/// vocabulary measured slower (each reference count touched is a cache miss, where a fresh int
+/// reuses memory just freed).
+const SHARED_INTS: usize = 4096;
 
-/// Python ints for the small ids, made once per process a chunk at a time on first use and
-/// shared: a list of ids then holds new references to them instead of a new int per id (an
-/// allocation and a free each). Ints are immutable, so sharing them changes nothing visible.
-static INTS: [pyo3::sync::PyOnceLock<Box<[Py<PyAny>]>>; INT_CHUNKS] =
-    [const { pyo3::sync::PyOnceLock::new() }; INT_CHUNKS];
+/// The shared ints, made once per process on first use: a list of ids then holds new
+/// references to them instead of a new int per id (an allocation and a free each). Ints are
+/// immutable, so sharing them changes nothing visible.
+static INTS: pyo3::sync::PyOnceLock<Box<[Py<PyAny>]>> = pyo3::sync::PyOnceLock::new();
 
-/// `ids` as a Python list of ints.
+/// `ids` as a Python list of ints. Written against the C API: the list is filled slot by
+/// slot with the shared table looked up once per list, not once per id.
 pub(crate) fn ids_list<'py>(py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
-    let int = |id: u32| -> Bound<'py, PyAny> {
-        let (c, i) = (id as usize / INT_CHUNK, id as usize % INT_CHUNK);
-        let shared = INTS.get(c).map(|cell| {
-            cell.get_or_init(py, || {
-                (0..INT_CHUNK)
-                    .map(|j| {
-                        pyo3::types::PyInt::new(py, c * INT_CHUNK + j)
-                            .into_any()
-                            .unbind()
-                    })
-                    .collect()
-            })
-        });
-        match shared.and_then(|chunk| chunk.get(i)) {
-            Some(obj) => obj.bind(py).clone(),
-            None => pyo3::types::PyInt::new(py, id).into_any(),
+    use pyo3::ffi;
+    let shared = INTS.get_or_init(py, || {
+        (0..SHARED_INTS)
+            .map(|i| pyo3::types::PyInt::new(py, i).into_any().unbind())
+            .collect()
+    });
+    let n = ffi::Py_ssize_t::try_from(ids.len())
+        .map_err(|_| PyValueError::new_err("too many ids for a list"))?;
+    // SAFETY: PyList_New gives a new reference (or NULL with an exception set, turned into
+    // an error). Its slots start NULL, which the list's deallocator accepts, so an early
+    // error return is safe; every slot is filled below before the list is returned.
+    let list = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(n))? };
+    for (i, &id) in ids.iter().enumerate() {
+        let int = match shared.get(id as usize) {
+            Some(obj) => obj.clone_ref(py).into_ptr(),
+            // SAFETY: returns a new reference, or NULL with an exception set.
+            None => unsafe { ffi::PyLong_FromUnsignedLong(std::ffi::c_ulong::from(id)) },
+        };
+        if int.is_null() {
+            return Err(PyErr::fetch(py));
         }
-    };
-    PyList::new(py, ids.iter().map(|&id| int(id)))
+        // SAFETY: `list` is a list of `n` slots and `i < n`; PyList_SetItem steals `int`.
+        if unsafe { ffi::PyList_SetItem(list.as_ptr(), i as ffi::Py_ssize_t, int) } != 0 {
+            return Err(PyErr::fetch(py));
+        }
+    }
+    // SAFETY: made by PyList_New above.
+    Ok(unsafe { list.cast_into_unchecked::<PyList>() })
 }
 
 /// The ids of every item (by `f`, across the pool) as a Python list of lists. The lists are
