@@ -176,52 +176,103 @@ fn detect_whitespace_meta(norm: &Value, pre: &Value) -> bool {
         && always
 }
 
+/// Bytes of the whitespace character (`char::is_whitespace`, what `WhitespaceSplit` cuts at)
+/// starting at byte `i` of `b`, 0 when none starts there. `i` is a character boundary.
+#[inline]
+fn whitespace_len(b: &[u8], i: usize) -> usize {
+    match b.get(i..).unwrap_or_default() {
+        [9..=13 | b' ', ..] => 1,
+        // U+0085, U+00A0
+        [0xC2, 0x85 | 0xA0, ..] => 2,
+        // U+1680
+        [0xE1, 0x9A, 0x80, ..] => 3,
+        // U+2000..=U+200A, U+2028, U+2029, U+202F, U+205F
+        [0xE2, 0x80, 0x80..=0x8A | 0xA8 | 0xA9 | 0xAF, ..] | [0xE2, 0x81, 0x9F, ..] => 3,
+        // U+3000
+        [0xE3, 0x80, 0x80, ..] => 3,
+        _ => 0,
+    }
+}
+
 /// The pieces `WhitespaceSplit` then `Metaspace(▁, always, split)` make of a normalized
-/// text, to `f`: each whitespace-free word gets `▁` prepended unless it starts with one
-/// (no spaces are left to replace), then is cut before every `▁` (`MergedWithNext`); empty
-/// pieces are dropped as the reference drops empty splits. Only the first piece of a word
-/// can need the prepended `▁`, built in `buf`; the others are slices of the text.
-pub(crate) fn for_each_meta_piece(
+/// text, to `f`, each without its leading `▁` (every piece has one: a whitespace-free word
+/// gets `▁` prepended unless it starts with one, then is cut before every `▁`, as
+/// `MergedWithNext`). So `""` stands for the piece `▁`. One byte scan finds both the
+/// whitespace and the `▁`s.
+pub(crate) fn for_each_meta_rest(
     text: &str,
-    buf: &mut String,
     mut f: impl FnMut(&str) -> PwResult<()>,
 ) -> PwResult<()> {
-    const META: &str = "\u{2581}";
-    // Byte offset of the first `▁` (a byte scan: `str::find` sets up a substring searcher
-    // per call).
-    let find = |s: &str| {
-        let b = s.as_bytes();
-        let mut i = 0;
-        while let Some(k) = b.get(i..).and_then(|r| r.iter().position(|&x| x == 0xE2)) {
-            let at = i + k;
-            if b.get(at..at + 3) == Some(META.as_bytes()) {
-                return Some(at);
-            }
-            i = at + 1;
-        }
-        None
+    let b = text.as_bytes();
+    let piece = |s: usize, e: usize| {
+        text.get(s..e)
+            .ok_or_else(|| crate::error::Error::other("Metaspace: cut inside a character"))
     };
-    for w in text.split(char::is_whitespace).filter(|w| !w.is_empty()) {
-        let mut rest = w;
-        if !rest.starts_with(META) {
-            let cut = find(rest).unwrap_or(rest.len());
-            buf.clear();
-            buf.push_str(META);
-            buf.push_str(&rest[..cut]);
-            f(buf)?;
-            rest = &rest[cut..];
+    let mut i = 0;
+    // Start of the current piece (after its `▁`), if inside one.
+    let mut start: Option<usize> = None;
+    while let Some(&c) = b.get(i) {
+        let ws = whitespace_len(b, i);
+        if ws > 0 {
+            if let Some(s) = start.take() {
+                f(piece(s, i)?)?;
+            }
+            i += ws;
+            continue;
         }
-        // `rest` is empty or starts with `▁`.
-        while !rest.is_empty() {
-            let cut = rest
-                .get(META.len()..)
-                .and_then(find)
-                .map_or(rest.len(), |k| k + META.len());
-            f(&rest[..cut])?;
-            rest = &rest[cut..];
+        if c == 0xE2 && b.get(i + 1..i + 3) == Some(&[0x96, 0x81]) {
+            if let Some(s) = start {
+                f(piece(s, i)?)?;
+            }
+            start = Some(i + 3);
+            i += 3;
+            continue;
         }
+        start.get_or_insert(i);
+        i += match c {
+            0x00..=0x7F => 1,
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            _ => 4,
+        };
+    }
+    if let Some(s) = start {
+        f(piece(s, b.len())?)?;
     }
     Ok(())
+}
+
+/// The words of an ASCII `piece`, cut at whitespace, to `f`, when the normalizer keeps them
+/// (`classes` from `Normalizer::ascii_word_classes`); false as soon as some byte (or CR LF)
+/// is one it may change, when `f` may have been given some of the words already.
+#[inline]
+pub(crate) fn ascii_meta_words(
+    piece: &str,
+    classes: &[u8; 128],
+    mut f: impl FnMut(&str) -> PwResult<()>,
+) -> PwResult<bool> {
+    use crate::normalizers::{ASCII_SPACE, ASCII_WORD};
+    let b = piece.as_bytes();
+    let mut i = 0;
+    let mut start: Option<usize> = None;
+    while let Some(&c) = b.get(i) {
+        match classes.get(usize::from(c)).copied() {
+            Some(ASCII_WORD) => {
+                start.get_or_insert(i);
+            }
+            Some(ASCII_SPACE) if !(c == b'\r' && b.get(i + 1) == Some(&b'\n')) => {
+                if let Some(s) = start.take() {
+                    f(piece.get(s..i).unwrap_or_default())?;
+                }
+            }
+            _ => return Ok(false),
+        }
+        i += 1;
+    }
+    if let Some(s) = start {
+        f(piece.get(s..).unwrap_or_default())?;
+    }
+    Ok(true)
 }
 
 /// The `▁`-escaped form of `piece` (spaces replaced, `▁` prepended when asked), into `buf`.

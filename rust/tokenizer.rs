@@ -720,39 +720,53 @@ impl Core {
                     })
                 })
             }
-            (Some(FastPath::WhitespaceMeta), m, Some(norm)) => {
-                // A Unigram model gives ids without building tokens on a cache hit.
-                let unigram = match m {
-                    ModelWrapper::Unigram(u) => Some(u),
-                    _ => None,
-                };
-                let mut word_ids = |w: &str, out: &mut Vec<u32>| match unigram {
-                    Some(u) => u.word_ids(w, out),
-                    None => word_ids(w, out),
-                };
+            (Some(FastPath::WhitespaceMeta), ModelWrapper::Unigram(u), Some(norm)) => {
+                // Every piece is `▁` + the text after it: the cache is keyed by that text, so
+                // a hit spells out no `▁word`.
+                let classes = norm.ascii_word_classes();
                 let mut normed = String::new();
+                u.with_cache(|mut cache| {
+                    self.ids_by_segment(text, out, |_, piece, out| {
+                        if let Some(classes) = classes.filter(|_| piece.is_ascii()) {
+                            let base = out.len();
+                            let kept = crate::fast::ascii_meta_words(piece, classes, |w| {
+                                u.meta_word_ids(cache.as_deref_mut(), w, &mut word, out)
+                            })?;
+                            if kept {
+                                return Ok(());
+                            }
+                            out.truncate(base);
+                        }
+                        match norm.normalize_text(piece, &mut normed) {
+                            Some(r) => r?,
+                            None => {
+                                for split in &self.tokenize_plain(piece)?.splits {
+                                    out.extend(split.tokens.iter().flatten().map(|t| t.id));
+                                }
+                                return Ok(());
+                            }
+                        }
+                        crate::fast::for_each_meta_rest(&normed, |rest| {
+                            u.meta_word_ids(cache.as_deref_mut(), rest, &mut word, out)
+                        })
+                    })
+                })
+            }
+            (Some(FastPath::WhitespaceMeta), _, Some(norm)) => {
+                let mut normed = String::new();
+                let mut meta = String::new();
                 self.ids_by_segment(text, out, |_, piece, out| {
-                    if !piece.is_ascii() || !norm.keeps_words(piece) {
-                        if let Some(r) = norm.normalize_text(piece, &mut normed) {
-                            r?;
-                            return crate::fast::for_each_meta_piece(&normed, &mut word, |p| {
-                                word_ids(p, out)
-                            });
-                        }
-                        for split in &self.tokenize_plain(piece)?.splits {
-                            out.extend(split.tokens.iter().flatten().map(|t| t.id));
-                        }
-                        return Ok(());
+                    if let Some(r) = norm.normalize_text(piece, &mut normed) {
+                        r?;
+                        return crate::fast::for_each_meta_rest(&normed, |rest| {
+                            meta.clear();
+                            meta.push('\u{2581}');
+                            meta.push_str(rest);
+                            word_ids(&meta, out)
+                        });
                     }
-                    // ASCII words hold no `▁`, so Metaspace makes exactly `▁word` of each.
-                    for w in piece
-                        .split(|c: char| c.is_whitespace())
-                        .filter(|w| !w.is_empty())
-                    {
-                        word.clear();
-                        word.push('\u{2581}');
-                        word.push_str(w);
-                        word_ids(&word, out)?;
+                    for split in &self.tokenize_plain(piece)?.splits {
+                        out.extend(split.tokens.iter().flatten().map(|t| t.id));
                     }
                     Ok(())
                 })
