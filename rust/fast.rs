@@ -1245,6 +1245,115 @@ pub(crate) fn byte_level_string(raw: &[u8], word: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whitespace_len_equals_char_is_whitespace() {
+        for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+            let s = format!("{c}x");
+            let want = if c.is_whitespace() { c.len_utf8() } else { 0 };
+            assert_eq!(whitespace_len(s.as_bytes(), 0), want, "{c:?}");
+        }
+        assert_eq!(whitespace_len(b"", 0), 0);
+        assert_eq!(whitespace_len(b"\xe2\x80", 0), 0);
+    }
+
+    /// The pieces the old way (split at `char::is_whitespace`, `▁` prepended, cut before
+    /// every `▁`), against `for_each_meta_rest` with the `▁` put back.
+    #[test]
+    fn meta_rest_equals_split_then_metaspace() {
+        fn reference(text: &str) -> Vec<String> {
+            let mut out = Vec::new();
+            for w in text.split(char::is_whitespace).filter(|w| !w.is_empty()) {
+                let w = if w.starts_with('\u{2581}') {
+                    w.to_string()
+                } else {
+                    format!("\u{2581}{w}")
+                };
+                let mut cur = String::new();
+                for (i, c) in w.char_indices() {
+                    if c == '\u{2581}' && i > 0 {
+                        out.push(std::mem::take(&mut cur));
+                    }
+                    cur.push(c);
+                }
+                out.push(cur);
+            }
+            out
+        }
+        let alphabet: Vec<char> = "ab \t\n▁é中\u{3000}\u{2009}\u{85}\u{a0}\u{2581}\u{2582}\u{1680}\u{200b}"
+            .chars()
+            .collect();
+        let mut next = crate::test_rng(0xabcd_ef01);
+        for _ in 0..20_000 {
+            let len = (next() % 14) as usize;
+            let text: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            let mut got = Vec::new();
+            for_each_meta_rest(&text, |r| {
+                got.push(format!("\u{2581}{r}"));
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(got, reference(&text), "{text:?}");
+        }
+    }
+
+    /// `ascii_meta_words` against `keeps_words` + splitting at whitespace, with the T5
+    /// charsmap's classes (control characters are removed, tab and newlines become spaces).
+    #[test]
+    fn ascii_meta_words_equal_keeps_words_then_split() {
+        use crate::normalizers::{Normalizer, ASCII_OTHER, ASCII_SPACE, ASCII_WORD};
+        let mut classes = [ASCII_WORD; 128];
+        for b in 0..128u8 {
+            if (b as char).is_whitespace() && b != 0x0b {
+                classes[usize::from(b)] = ASCII_SPACE;
+            } else if b < 0x20 && b != 0 || b == 0x7f {
+                classes[usize::from(b)] = ASCII_OTHER;
+            }
+        }
+        let dir = crate::test_data_dir();
+        let t5 = std::fs::read_to_string(format!("{dir}/t5-small/tokenizer.json"))
+            .ok()
+            .and_then(|j| serde_json::from_str::<Value>(&j).ok())
+            .and_then(|v| {
+                crate::normalizers::Precompiled::from_bytes(
+                    &base64::Engine::decode(
+                        &base64::engine::general_purpose::STANDARD,
+                        v["normalizer"]["precompiled_charsmap"].as_str()?,
+                    )
+                    .ok()?,
+                )
+                .ok()
+            });
+        if let Some(t5) = &t5 {
+            assert_eq!(t5.ascii_word_classes(), Some(&classes));
+        }
+        let alphabet = b"ab \t\n\r\x0b\x0c\x01\x00\x7f\x1c";
+        let mut next = crate::test_rng(0x1234_5678);
+        for _ in 0..20_000 {
+            let len = (next() % 10) as usize;
+            let text: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize] as char)
+                .collect();
+            let mut got = Vec::new();
+            let kept = ascii_meta_words(&text, &classes, |w| {
+                got.push(w.to_string());
+                Ok(())
+            })
+            .unwrap();
+            let keeps = text.bytes().all(|b| classes[usize::from(b)] != ASCII_OTHER)
+                && !text.contains("\r\n");
+            assert_eq!(kept, keeps, "{text:?}");
+            if let Some(t5) = &t5 {
+                assert_eq!(kept, t5.keeps_words(&text), "{text:?}");
+            }
+            if kept {
+                let want: Vec<&str> = text.split(char::is_whitespace).filter(|w| !w.is_empty()).collect();
+                assert_eq!(got, want, "{text:?}");
+            }
+        }
+    }
     use crate::normalizers::bert::BertNormalizer;
     use crate::normalizers::Normalizer;
     use crate::pre_tokenizers::bert::BertPreTokenizer;

@@ -713,35 +713,71 @@ mod tests {
     }
 
     #[test]
-    fn a_full_cache_shard_empties_and_keeps_taking_new_words() {
-        let cache = WordCache::new();
+    fn a_full_long_word_map_empties_and_keeps_taking_new_words() {
+        let mut cache = WordCache::new();
         let tok = [Token::new(7, 0, 1)];
-        // Enough distinct words to fill every shard several times over.
-        let words: Vec<String> = (0..CACHE_SHARDS * CACHE_PER_SHARD * 3)
-            .map(|i| format!("w{i}"))
-            .collect();
+        let words: Vec<String> = (0..LONG_ENTRIES * 3 + 5).map(|i| format!("w{i}")).collect();
         for w in &words {
-            cache.set(cache.hash(w), w, &tok);
-        }
-        // The last word each shard got went in although the shards had filled up long
-        // before (an earlier word may be gone: its shard may have emptied since)...
-        let mut out = Vec::new();
-        let mut seen = [false; CACHE_SHARDS];
-        for w in words.iter().rev() {
             let h = cache.hash(w);
-            let shard = (h >> 59) as usize % CACHE_SHARDS;
-            if std::mem::replace(&mut seen[shard], true) {
-                continue;
-            }
-            out.clear();
-            assert!(cache.get_ids(h, w, &mut out), "{w} not cached");
-            assert_eq!(out, vec![7]);
+            cache.long.set(h, w, &tok);
+            assert!(cache.long.entries.len() <= LONG_ENTRIES);
+            assert_eq!(cache.long.index.len(), cache.long.entries.len());
         }
-        assert!(seen.iter().all(|&s| s));
-        // ...and no shard holds more than its bound.
-        for sh in cache.shards.iter() {
-            let sh = sh.lock().unwrap();
-            assert!(sh.entries.len() <= CACHE_PER_SHARD && sh.index.len() == sh.entries.len());
+        // The last word went in although the map had filled up long before.
+        let mut out = Vec::new();
+        let last = words.last().unwrap();
+        assert!(cache.long.get_ids(cache.hash(last), last, &mut out));
+        assert_eq!(out, vec![7]);
+        // An ids-only entry serves ids but not tokens.
+        let h = cache.hash("ids");
+        cache.long.set_ids(h, "ids", &[1, 2]);
+        let mut toks = Vec::new();
+        assert!(!cache.long.get(h, "ids", &mut toks));
+        out.clear();
+        assert!(cache.long.get_ids(h, "ids", &mut out));
+        assert_eq!(out, vec![1, 2]);
+        // A colliding hash with other bytes is a miss.
+        out.clear();
+        assert!(!cache.long.get_ids(h, "idz", &mut out));
+    }
+
+    /// `meta_word_ids` (the fast path's entry: the text after `▁`) against the uncached
+    /// segmentation, with and without a cache, for short and long words and words of many
+    /// ids, each looked up several times (miss, then hits).
+    #[test]
+    fn meta_word_ids_equal_uncached_segmentation() {
+        let mut next = crate::test_rng(0x5eed_0f_4a11);
+        let mut vocab = vec![("<unk>".to_string(), -9.0)];
+        for p in ["a", "b", "c", "ab", "abc", "ba", "\u{2581}", "\u{2581}a", "\u{2581}ab", "é"] {
+            vocab.push((p.to_string(), -((next() % 7) as f64) - 0.5));
+        }
+        let m = Unigram::new(vocab, Some(0), false).unwrap();
+        let alphabet = ["a", "b", "c", "é", "z", "\u{2581}"];
+        let mut buf = String::new();
+        for round in 0..3000 {
+            let len = (next() % 40) as usize;
+            let rest: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            let word = format!("\u{2581}{rest}");
+            let mut toks = Vec::new();
+            m.tokenize_uncached(&word, &mut toks).unwrap();
+            let want: Vec<u32> = toks.iter().map(|t| t.id).collect();
+            for _ in 0..3 {
+                let mut got = vec![99];
+                m.with_cache(|c| m.meta_word_ids(c, &rest, &mut buf, &mut got))
+                    .unwrap();
+                assert_eq!(&got[1..], &want[..], "round {round} {word:?}");
+                let mut got = vec![99];
+                m.meta_word_ids(None, &rest, &mut buf, &mut got).unwrap();
+                assert_eq!(&got[1..], &want[..], "round {round} {word:?}");
+                let mut got = Vec::new();
+                m.word_ids(&word, &mut got).unwrap();
+                assert_eq!(got, want, "round {round} {word:?}");
+                let mut t = Vec::new();
+                m.tokenize(&word, &mut t).unwrap();
+                assert_eq!(t, toks, "round {round} {word:?}");
+            }
         }
     }
 
