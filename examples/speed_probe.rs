@@ -1,5 +1,6 @@
 //! Single-thread throughput of `Tokenizer::encode_ids` over a text file, line by line or whole.
-//! Usage: speed_probe <tokenizer.json|.model|.tiktoken> <text file> [lines|doc|whole] [repeats]
+//! Usage: speed_probe <tokenizer.json|.model|.tiktoken> <text file> [lines|doc|whole|nul] [repeats]
+//! (`nul`: the file holds texts separated by NUL bytes, e.g. a benchmark's exact texts)
 //! (a `.tiktoken` file is run with cl100k_base's split pattern and no special tokens).
 
 use piecework::Tokenizer;
@@ -8,7 +9,7 @@ use std::time::Instant;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 3 {
-        eprintln!("usage: speed_probe <tokenizer> <text> [lines|doc|whole] [repeats]");
+        eprintln!("usage: speed_probe <tokenizer> <text> [lines|doc|whole|nul] [repeats]");
         std::process::exit(2);
     }
     let bytes = std::fs::read(&args[1]).unwrap_or_default();
@@ -32,6 +33,7 @@ fn main() {
     let text = std::fs::read_to_string(&args[2]).unwrap_or_default();
     let texts: Vec<&str> = match args.get(3).map(String::as_str) {
         Some("whole") => vec![text.as_str()],
+        Some("nul") => text.split('\0').collect(),
         Some("doc") => text
             .as_bytes()
             .chunks(100_000)
@@ -44,6 +46,9 @@ fn main() {
     let total: usize = texts.iter().map(|t| t.len()).sum::<usize>() * repeats;
     let mut out = Vec::new();
     let mut n = 0usize;
+    // With PROBE_IDS set, a hash of every id (to compare builds).
+    let hash_ids = std::env::var_os("PROBE_IDS").is_some();
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
     let start = Instant::now();
     for _ in 0..repeats {
         for t in &texts {
@@ -51,9 +56,17 @@ fn main() {
             if tok.encode_ids(t, false, &mut out).is_ok() {
                 n += out.len();
             }
+            if hash_ids {
+                for &id in out.iter().chain([&u32::MAX]) {
+                    h = (h ^ u64::from(id)).wrapping_mul(0x100_0000_01b3);
+                }
+            }
         }
     }
     let secs = start.elapsed().as_secs_f64();
+    if hash_ids {
+        println!("ids hash {h:016x}");
+    }
     println!(
         "{:.1} MB/s ({total} bytes, {n} ids, {:.3}s)",
         total as f64 / secs / 1e6,

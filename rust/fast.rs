@@ -176,52 +176,103 @@ fn detect_whitespace_meta(norm: &Value, pre: &Value) -> bool {
         && always
 }
 
+/// Bytes of the whitespace character (`char::is_whitespace`, what `WhitespaceSplit` cuts at)
+/// starting at byte `i` of `b`, 0 when none starts there. `i` is a character boundary.
+#[inline]
+fn whitespace_len(b: &[u8], i: usize) -> usize {
+    match b.get(i..).unwrap_or_default() {
+        [9..=13 | b' ', ..] => 1,
+        // U+0085, U+00A0
+        [0xC2, 0x85 | 0xA0, ..] => 2,
+        // U+1680
+        [0xE1, 0x9A, 0x80, ..] => 3,
+        // U+2000..=U+200A, U+2028, U+2029, U+202F, U+205F
+        [0xE2, 0x80, 0x80..=0x8A | 0xA8 | 0xA9 | 0xAF, ..] | [0xE2, 0x81, 0x9F, ..] => 3,
+        // U+3000
+        [0xE3, 0x80, 0x80, ..] => 3,
+        _ => 0,
+    }
+}
+
 /// The pieces `WhitespaceSplit` then `Metaspace(▁, always, split)` make of a normalized
-/// text, to `f`: each whitespace-free word gets `▁` prepended unless it starts with one
-/// (no spaces are left to replace), then is cut before every `▁` (`MergedWithNext`); empty
-/// pieces are dropped as the reference drops empty splits. Only the first piece of a word
-/// can need the prepended `▁`, built in `buf`; the others are slices of the text.
-pub(crate) fn for_each_meta_piece(
+/// text, to `f`, each without its leading `▁` (every piece has one: a whitespace-free word
+/// gets `▁` prepended unless it starts with one, then is cut before every `▁`, as
+/// `MergedWithNext`). So `""` stands for the piece `▁`. One byte scan finds both the
+/// whitespace and the `▁`s.
+pub(crate) fn for_each_meta_rest(
     text: &str,
-    buf: &mut String,
     mut f: impl FnMut(&str) -> PwResult<()>,
 ) -> PwResult<()> {
-    const META: &str = "\u{2581}";
-    // Byte offset of the first `▁` (a byte scan: `str::find` sets up a substring searcher
-    // per call).
-    let find = |s: &str| {
-        let b = s.as_bytes();
-        let mut i = 0;
-        while let Some(k) = b.get(i..).and_then(|r| r.iter().position(|&x| x == 0xE2)) {
-            let at = i + k;
-            if b.get(at..at + 3) == Some(META.as_bytes()) {
-                return Some(at);
-            }
-            i = at + 1;
-        }
-        None
+    let b = text.as_bytes();
+    let piece = |s: usize, e: usize| {
+        text.get(s..e)
+            .ok_or_else(|| crate::error::Error::other("Metaspace: cut inside a character"))
     };
-    for w in text.split(char::is_whitespace).filter(|w| !w.is_empty()) {
-        let mut rest = w;
-        if !rest.starts_with(META) {
-            let cut = find(rest).unwrap_or(rest.len());
-            buf.clear();
-            buf.push_str(META);
-            buf.push_str(&rest[..cut]);
-            f(buf)?;
-            rest = &rest[cut..];
+    let mut i = 0;
+    // Start of the current piece (after its `▁`), if inside one.
+    let mut start: Option<usize> = None;
+    while let Some(&c) = b.get(i) {
+        let ws = whitespace_len(b, i);
+        if ws > 0 {
+            if let Some(s) = start.take() {
+                f(piece(s, i)?)?;
+            }
+            i += ws;
+            continue;
         }
-        // `rest` is empty or starts with `▁`.
-        while !rest.is_empty() {
-            let cut = rest
-                .get(META.len()..)
-                .and_then(find)
-                .map_or(rest.len(), |k| k + META.len());
-            f(&rest[..cut])?;
-            rest = &rest[cut..];
+        if c == 0xE2 && b.get(i + 1..i + 3) == Some(&[0x96, 0x81]) {
+            if let Some(s) = start {
+                f(piece(s, i)?)?;
+            }
+            start = Some(i + 3);
+            i += 3;
+            continue;
         }
+        start.get_or_insert(i);
+        i += match c {
+            0x00..=0x7F => 1,
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            _ => 4,
+        };
+    }
+    if let Some(s) = start {
+        f(piece(s, b.len())?)?;
     }
     Ok(())
+}
+
+/// The words of an ASCII `piece`, cut at whitespace, to `f`, when the normalizer keeps them
+/// (`classes` from `Normalizer::ascii_word_classes`); false as soon as some byte (or CR LF)
+/// is one it may change, when `f` may have been given some of the words already.
+#[inline]
+pub(crate) fn ascii_meta_words(
+    piece: &str,
+    classes: &[u8; 128],
+    mut f: impl FnMut(&str) -> PwResult<()>,
+) -> PwResult<bool> {
+    use crate::normalizers::{ASCII_SPACE, ASCII_WORD};
+    let b = piece.as_bytes();
+    let mut i = 0;
+    let mut start: Option<usize> = None;
+    while let Some(&c) = b.get(i) {
+        match classes.get(usize::from(c)).copied() {
+            Some(ASCII_WORD) => {
+                start.get_or_insert(i);
+            }
+            Some(ASCII_SPACE) if !(c == b'\r' && b.get(i + 1) == Some(&b'\n')) => {
+                if let Some(s) = start.take() {
+                    f(piece.get(s..i).unwrap_or_default())?;
+                }
+            }
+            _ => return Ok(false),
+        }
+        i += 1;
+    }
+    if let Some(s) = start {
+        f(piece.get(s..).unwrap_or_default())?;
+    }
+    Ok(true)
 }
 
 /// The `▁`-escaped form of `piece` (spaces replaced, `▁` prepended when asked), into `buf`.
@@ -1194,6 +1245,115 @@ pub(crate) fn byte_level_string(raw: &[u8], word: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whitespace_len_equals_char_is_whitespace() {
+        for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+            let s = format!("{c}x");
+            let want = if c.is_whitespace() { c.len_utf8() } else { 0 };
+            assert_eq!(whitespace_len(s.as_bytes(), 0), want, "{c:?}");
+        }
+        assert_eq!(whitespace_len(b"", 0), 0);
+        assert_eq!(whitespace_len(b"\xe2\x80", 0), 0);
+    }
+
+    /// The pieces the old way (split at `char::is_whitespace`, `▁` prepended, cut before
+    /// every `▁`), against `for_each_meta_rest` with the `▁` put back.
+    #[test]
+    fn meta_rest_equals_split_then_metaspace() {
+        fn reference(text: &str) -> Vec<String> {
+            let mut out = Vec::new();
+            for w in text.split(char::is_whitespace).filter(|w| !w.is_empty()) {
+                let w = if w.starts_with('\u{2581}') {
+                    w.to_string()
+                } else {
+                    format!("\u{2581}{w}")
+                };
+                let mut cur = String::new();
+                for (i, c) in w.char_indices() {
+                    if c == '\u{2581}' && i > 0 {
+                        out.push(std::mem::take(&mut cur));
+                    }
+                    cur.push(c);
+                }
+                out.push(cur);
+            }
+            out
+        }
+        let alphabet: Vec<char> = "ab \t\n▁é中\u{3000}\u{2009}\u{85}\u{a0}\u{2581}\u{2582}\u{1680}\u{200b}"
+            .chars()
+            .collect();
+        let mut next = crate::test_rng(0xabcd_ef01);
+        for _ in 0..20_000 {
+            let len = (next() % 14) as usize;
+            let text: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            let mut got = Vec::new();
+            for_each_meta_rest(&text, |r| {
+                got.push(format!("\u{2581}{r}"));
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(got, reference(&text), "{text:?}");
+        }
+    }
+
+    /// `ascii_meta_words` against `keeps_words` + splitting at whitespace, with the T5
+    /// charsmap's classes (control characters are removed, tab and newlines become spaces).
+    #[test]
+    fn ascii_meta_words_equal_keeps_words_then_split() {
+        use crate::normalizers::{Normalizer, ASCII_OTHER, ASCII_SPACE, ASCII_WORD};
+        let mut classes = [ASCII_WORD; 128];
+        for b in 0..128u8 {
+            if (b as char).is_whitespace() && b != 0x0b {
+                classes[usize::from(b)] = ASCII_SPACE;
+            } else if b < 0x20 && b != 0 || b == 0x7f {
+                classes[usize::from(b)] = ASCII_OTHER;
+            }
+        }
+        let dir = crate::test_data_dir();
+        let t5 = std::fs::read_to_string(format!("{dir}/t5-small/tokenizer.json"))
+            .ok()
+            .and_then(|j| serde_json::from_str::<Value>(&j).ok())
+            .and_then(|v| {
+                crate::normalizers::Precompiled::from_bytes(
+                    &base64::Engine::decode(
+                        &base64::engine::general_purpose::STANDARD,
+                        v["normalizer"]["precompiled_charsmap"].as_str()?,
+                    )
+                    .ok()?,
+                )
+                .ok()
+            });
+        if let Some(t5) = &t5 {
+            assert_eq!(t5.ascii_word_classes(), Some(&classes));
+        }
+        let alphabet = b"ab \t\n\r\x0b\x0c\x01\x00\x7f\x1c";
+        let mut next = crate::test_rng(0x1234_5678);
+        for _ in 0..20_000 {
+            let len = (next() % 10) as usize;
+            let text: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize] as char)
+                .collect();
+            let mut got = Vec::new();
+            let kept = ascii_meta_words(&text, &classes, |w| {
+                got.push(w.to_string());
+                Ok(())
+            })
+            .unwrap();
+            let keeps = text.bytes().all(|b| classes[usize::from(b)] != ASCII_OTHER)
+                && !text.contains("\r\n");
+            assert_eq!(kept, keeps, "{text:?}");
+            if let Some(t5) = &t5 {
+                assert_eq!(kept, t5.keeps_words(&text), "{text:?}");
+            }
+            if kept {
+                let want: Vec<&str> = text.split(char::is_whitespace).filter(|w| !w.is_empty()).collect();
+                assert_eq!(got, want, "{text:?}");
+            }
+        }
+    }
     use crate::normalizers::bert::BertNormalizer;
     use crate::normalizers::Normalizer;
     use crate::pre_tokenizers::bert::BertPreTokenizer;

@@ -721,39 +721,53 @@ impl Core {
                     })
                 })
             }
-            (Some(FastPath::WhitespaceMeta), m, Some(norm)) => {
-                // A Unigram model gives ids without building tokens on a cache hit.
-                let unigram = match m {
-                    ModelWrapper::Unigram(u) => Some(u),
-                    _ => None,
-                };
-                let mut word_ids = |w: &str, out: &mut Vec<u32>| match unigram {
-                    Some(u) => u.word_ids(w, out),
-                    None => word_ids(w, out),
-                };
+            (Some(FastPath::WhitespaceMeta), ModelWrapper::Unigram(u), Some(norm)) => {
+                // Every piece is `▁` + the text after it: the cache is keyed by that text, so
+                // a hit spells out no `▁word`.
+                let classes = norm.ascii_word_classes();
                 let mut normed = String::new();
+                u.with_cache(|mut cache| {
+                    self.ids_by_segment(text, out, |_, piece, out| {
+                        if let Some(classes) = classes.filter(|_| piece.is_ascii()) {
+                            let base = out.len();
+                            let kept = crate::fast::ascii_meta_words(piece, classes, |w| {
+                                u.meta_word_ids(cache.as_deref_mut(), w, &mut word, out)
+                            })?;
+                            if kept {
+                                return Ok(());
+                            }
+                            out.truncate(base);
+                        }
+                        match norm.normalize_text(piece, &mut normed) {
+                            Some(r) => r?,
+                            None => {
+                                for split in &self.tokenize_plain(piece)?.splits {
+                                    out.extend(split.tokens.iter().flatten().map(|t| t.id));
+                                }
+                                return Ok(());
+                            }
+                        }
+                        crate::fast::for_each_meta_rest(&normed, |rest| {
+                            u.meta_word_ids(cache.as_deref_mut(), rest, &mut word, out)
+                        })
+                    })
+                })
+            }
+            (Some(FastPath::WhitespaceMeta), _, Some(norm)) => {
+                let mut normed = String::new();
+                let mut meta = String::new();
                 self.ids_by_segment(text, out, |_, piece, out| {
-                    if !piece.is_ascii() || !norm.keeps_words(piece) {
-                        if let Some(r) = norm.normalize_text(piece, &mut normed) {
-                            r?;
-                            return crate::fast::for_each_meta_piece(&normed, &mut word, |p| {
-                                word_ids(p, out)
-                            });
-                        }
-                        for split in &self.tokenize_plain(piece)?.splits {
-                            out.extend(split.tokens.iter().flatten().map(|t| t.id));
-                        }
-                        return Ok(());
+                    if let Some(r) = norm.normalize_text(piece, &mut normed) {
+                        r?;
+                        return crate::fast::for_each_meta_rest(&normed, |rest| {
+                            meta.clear();
+                            meta.push('\u{2581}');
+                            meta.push_str(rest);
+                            word_ids(&meta, out)
+                        });
                     }
-                    // ASCII words hold no `▁`, so Metaspace makes exactly `▁word` of each.
-                    for w in piece
-                        .split(|c: char| c.is_whitespace())
-                        .filter(|w| !w.is_empty())
-                    {
-                        word.clear();
-                        word.push('\u{2581}');
-                        word.push_str(w);
-                        word_ids(&word, out)?;
+                    for split in &self.tokenize_plain(piece)?.splits {
+                        out.extend(split.tokens.iter().flatten().map(|t| t.id));
                     }
                     Ok(())
                 })
@@ -1479,6 +1493,9 @@ mod tests {
             "a▁▁b▁ ▁",
             "ｶﾞ ＡＢ①\u{301}e\u{301}",
             "中文。　日本語",
+            "supercalifragilisticexpialidocious antidisestablishmentarianism",
+            "ＡＢＣＤＥＦＧＨＩＪＫＬ x\u{1680}y\u{2009}z\u{205f}w\u{2028}v\u{a0}u\u{85}t",
+            "tab\tsep\x0bvt \x01ctl",
         ];
         let mut all = texts(3000);
         all.extend(extra.iter().map(|s| s.to_string()));
@@ -1486,12 +1503,15 @@ mod tests {
         if let Ok(udhr) = std::fs::read_to_string(format!("{dir}/corpora/udhr2_all.txt")) {
             all.extend(udhr.lines().step_by(7).take(4000).map(str::to_owned));
         }
-        for (k, t) in all.iter().enumerate() {
-            let t = format!("{t} {}", extra[k % extra.len()]);
-            let (mut x, mut y) = (Vec::new(), Vec::new());
-            fast.encode_ids(&t, false, &mut x).unwrap();
-            slow.encode_ids(&t, false, &mut y).unwrap();
-            assert_eq!(x, y, "text {t:?}");
+        // Twice: the second pass replays the word cache.
+        for _ in 0..2 {
+            for (k, t) in all.iter().enumerate() {
+                let t = format!("{t} {}", extra[k % extra.len()]);
+                let (mut x, mut y) = (Vec::new(), Vec::new());
+                fast.encode_ids(&t, false, &mut x).unwrap();
+                slow.encode_ids(&t, false, &mut y).unwrap();
+                assert_eq!(x, y, "text {t:?}");
+            }
         }
     }
 }

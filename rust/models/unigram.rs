@@ -22,24 +22,31 @@
 //! keep their shared span.
 
 use super::trie::Trie;
+use super::wordpiece::{WordCache as ShortWords, WordKey};
 use super::{Model, Token};
 use crate::error::{Error, Result};
 use ahash::AHashMap;
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const UNK_PENALTY: f64 = 10.0;
 const NO_START: u32 = u32::MAX;
 
 /// Words shorter than this (in bytes) are cached; offsets then fit in a byte.
 const CACHE_MAX_WORD: usize = 256;
-const CACHE_SHARDS: usize = 16;
-/// Entries per shard; a full shard is emptied before it takes the next word, so memory stays
-/// bounded and the cache follows the text when its vocabulary shifts (a shard that merely
-/// stopped taking words kept serving the first texts' words forever).
-const CACHE_PER_SHARD: usize = 4096;
+/// Entries of a thread's long-word map; a full map is emptied before it takes the next word,
+/// so memory stays bounded and the cache follows the text when its vocabulary shifts.
+const LONG_ENTRIES: usize = 1 << 15;
+/// Slots of a thread's short-word cache (32 bytes each): the distinct words of a few MB of
+/// prose (some 40,000) fit.
+const SHORT_SLOTS: usize = 1 << 16;
+/// Models whose caches a thread keeps at once.
+const CACHE_MODELS: usize = 4;
+
+/// Source of `UnigramData::uid`.
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 /// One cached token: id and its byte span inside the word.
 #[derive(Clone, Copy)]
@@ -49,7 +56,7 @@ struct Cached {
     end: u8,
 }
 
-/// Where one word's key bytes and tokens sit in its shard's slabs.
+/// Where one word's key bytes and tokens sit in the slabs.
 #[derive(Clone, Copy)]
 struct Entry {
     key: u32,
@@ -61,55 +68,35 @@ struct Entry {
     ids_only: bool,
 }
 
-/// One shard: a map from the word's 64-bit hash to its entry; keys and tokens live in two
-/// growing slabs rather than in two small heap blocks per word, which (kept alive among the
-/// pipeline's short-lived blocks) fragmented the allocator and slowed every later malloc.
-/// A lookup compares the stored key bytes, so a hash collision is a miss, never a wrong hit.
+/// Words of any form (below `CACHE_MAX_WORD` bytes) → their tokens: a map from the word's
+/// 64-bit hash to its entry; keys and tokens live in two growing slabs rather than in two
+/// small heap blocks per word, which (kept alive among the pipeline's short-lived blocks)
+/// fragmented the allocator. A lookup compares the stored key bytes, so a hash collision is
+/// a miss, never a wrong hit.
 #[derive(Default)]
-struct ShardData {
+struct LongWords {
     index: AHashMap<u64, u32>,
     entries: Vec<Entry>,
     keys: Vec<u8>,
     toks: Vec<Cached>,
 }
 
-/// A bounded word cache. Sharded and `try_lock` only: under contention (or after a `fork`
-/// that left a shard locked) a thread simply recomputes instead of waiting.
-struct WordCache {
-    hasher: ahash::RandomState,
-    shards: Box<[Mutex<ShardData>]>,
-}
-
-impl WordCache {
-    fn new() -> Self {
-        WordCache {
-            hasher: ahash::RandomState::new(),
-            shards: (0..CACHE_SHARDS)
-                .map(|_| Mutex::new(ShardData::default()))
-                .collect(),
-        }
+impl LongWords {
+    fn entry(&self, h: u64, word: &str) -> Option<&Entry> {
+        let e = self.entries.get(*self.index.get(&h)? as usize)?;
+        let key = self.keys.get(e.key as usize..(e.key + e.key_len) as usize)?;
+        (key == word.as_bytes()).then_some(e)
     }
 
-    fn hash(&self, word: &str) -> u64 {
-        self.hasher.hash_one(word.as_bytes())
-    }
-
-    fn shard(&self, h: u64) -> Option<&Mutex<ShardData>> {
-        self.shards.get((h >> 59) as usize % CACHE_SHARDS)
+    fn tokens(&self, e: &Entry) -> Option<&[Cached]> {
+        self.toks.get(e.toks as usize..(e.toks + e.toks_len) as usize)
     }
 
     fn get(&self, h: u64, word: &str, out: &mut Vec<Token>) -> bool {
-        let Some(Ok(sh)) = self.shard(h).map(Mutex::try_lock) else {
+        let Some(e) = self.entry(h, word).filter(|e| !e.ids_only) else {
             return false;
         };
-        let Some(e) = sh.index.get(&h).and_then(|&i| sh.entries.get(i as usize)) else {
-            return false;
-        };
-        let key = sh.keys.get(e.key as usize..(e.key + e.key_len) as usize);
-        if e.ids_only || key != Some(word.as_bytes()) {
-            return false;
-        }
-        let Some(toks) = sh.toks.get(e.toks as usize..(e.toks + e.toks_len) as usize) else {
+        let Some(toks) = self.tokens(e) else {
             return false;
         };
         out.extend(
@@ -121,58 +108,99 @@ impl WordCache {
 
     /// As `get`, pushing only the ids.
     fn get_ids(&self, h: u64, word: &str, out: &mut Vec<u32>) -> bool {
-        let Some(Ok(sh)) = self.shard(h).map(Mutex::try_lock) else {
-            return false;
-        };
-        let Some(e) = sh.index.get(&h).and_then(|&i| sh.entries.get(i as usize)) else {
-            return false;
-        };
-        let key = sh.keys.get(e.key as usize..(e.key + e.key_len) as usize);
-        if key != Some(word.as_bytes()) {
-            return false;
-        }
-        let Some(toks) = sh.toks.get(e.toks as usize..(e.toks + e.toks_len) as usize) else {
+        let Some(toks) = self.entry(h, word).and_then(|e| self.tokens(e)) else {
             return false;
         };
         out.extend(toks.iter().map(|c| c.id));
         true
     }
 
-    fn set(&self, h: u64, word: &str, tokens: &[Token]) {
-        // (The ids of a word are a pure function of it, values or not.)
-        if tokens.iter().any(|t| t.offsets.1 > 255) {
+    /// Keep the ids alone of `word` (an `ids_only` entry).
+    fn set_ids(&mut self, h: u64, word: &str, ids: &[u32]) {
+        if word.len() >= CACHE_MAX_WORD || self.index.contains_key(&h) {
             return;
         }
-        let ids_only = tokens.iter().any(|t| t.value.is_some());
-        let Some(Ok(mut sh)) = self.shard(h).map(Mutex::try_lock) else {
-            return;
-        };
-        if sh.index.contains_key(&h) {
-            return;
-        }
-        if sh.entries.len() >= CACHE_PER_SHARD {
-            sh.index.clear();
-            sh.entries.clear();
-            sh.keys.clear();
-            sh.toks.clear();
-        }
+        self.make_room();
         let e = Entry {
-            key: sh.keys.len() as u32,
+            key: self.keys.len() as u32,
             key_len: word.len() as u32,
-            toks: sh.toks.len() as u32,
-            toks_len: tokens.len() as u32,
-            ids_only,
+            toks: self.toks.len() as u32,
+            toks_len: ids.len() as u32,
+            ids_only: true,
         };
-        sh.keys.extend_from_slice(word.as_bytes());
-        sh.toks.extend(tokens.iter().map(|t| Cached {
+        self.keys.extend_from_slice(word.as_bytes());
+        self.toks.extend(ids.iter().map(|&id| Cached {
+            id,
+            start: 0,
+            end: 0,
+        }));
+        let i = self.entries.len() as u32;
+        self.entries.push(e);
+        self.index.insert(h, i);
+    }
+
+    /// Start over when full.
+    fn make_room(&mut self) {
+        if self.entries.len() >= LONG_ENTRIES {
+            self.index.clear();
+            self.entries.clear();
+            self.keys.clear();
+            self.toks.clear();
+        }
+    }
+
+    fn set(&mut self, h: u64, word: &str, tokens: &[Token]) {
+        // (The ids of a word are a pure function of it, values or not.)
+        if tokens.iter().any(|t| t.offsets.1 > 255) || self.index.contains_key(&h) {
+            return;
+        }
+        self.make_room();
+        let e = Entry {
+            key: self.keys.len() as u32,
+            key_len: word.len() as u32,
+            toks: self.toks.len() as u32,
+            toks_len: tokens.len() as u32,
+            ids_only: tokens.iter().any(|t| t.value.is_some()),
+        };
+        self.keys.extend_from_slice(word.as_bytes());
+        self.toks.extend(tokens.iter().map(|t| Cached {
             id: t.id,
             start: t.offsets.0 as u8,
             end: t.offsets.1 as u8,
         }));
-        let i = sh.entries.len() as u32;
-        sh.entries.push(e);
-        sh.index.insert(h, i);
+        let i = self.entries.len() as u32;
+        self.entries.push(e);
+        self.index.insert(h, i);
     }
+}
+
+/// A thread's caches for one model. Per thread, so a lookup takes no lock and threads never
+/// wait on each other. Exact because the reference, too, runs Viterbi on each pre-tokenized
+/// word alone: a word's tokens are a pure function of the word and the model.
+pub(crate) struct WordCache {
+    /// `▁` + 1..=16 bytes (the Metaspace words of most text) → ids, keyed by the bytes after
+    /// the `▁`, inline: a lookup is a multiply-shift hash and integer compares.
+    short: ShortWords,
+    long: LongWords,
+    hasher: ahash::RandomState,
+}
+
+impl WordCache {
+    fn new() -> Self {
+        WordCache {
+            short: ShortWords::with_slots(SHORT_SLOTS),
+            long: LongWords::default(),
+            hasher: ahash::RandomState::new(),
+        }
+    }
+
+    fn hash(&self, word: &str) -> u64 {
+        self.hasher.hash_one(word.as_bytes())
+    }
+}
+
+thread_local! {
+    static CACHES: RefCell<Vec<(u64, WordCache)>> = const { RefCell::new(Vec::new()) };
 }
 
 pub struct Unigram {
@@ -192,7 +220,8 @@ struct UnigramData {
     byte_fallback: bool,
     /// Ids of `<0x00>`..`<0xFF>` when byte fallback is on (`u32::MAX` when absent).
     byte_ids: Box<[u32; 256]>,
-    cache: WordCache,
+    /// Names this model's per-thread word caches.
+    uid: u64,
 }
 
 /// Best path ending at one byte position.
@@ -273,7 +302,7 @@ impl Unigram {
                 unk_id: unk_id.map(|u| u as u32),
                 byte_fallback,
                 byte_ids,
-                cache: WordCache::new(),
+                uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             }),
         })
     }
@@ -421,17 +450,22 @@ impl Unigram {
 
 impl Model for Unigram {
     fn tokenize(&self, piece: &str, out: &mut Vec<Token>) -> Result<()> {
-        if piece.len() < CACHE_MAX_WORD {
-            let h = self.d.cache.hash(piece);
-            if self.d.cache.get(h, piece, out) {
+        if piece.len() >= CACHE_MAX_WORD {
+            return self.tokenize_uncached(piece, out);
+        }
+        self.with_cache(|cache| {
+            let Some(c) = cache else {
+                return self.tokenize_uncached(piece, out);
+            };
+            let h = c.hash(piece);
+            if c.long.get(h, piece, out) {
                 return Ok(());
             }
             let base = out.len();
             self.tokenize_uncached(piece, out)?;
-            self.d.cache.set(h, piece, &out[base..]);
-            return Ok(());
-        }
-        self.tokenize_uncached(piece, out)
+            c.long.set(h, piece, out.get(base..).unwrap_or_default());
+            Ok(())
+        })
     }
 
     fn token_to_id(&self, token: &str) -> Option<u32> {
@@ -461,12 +495,85 @@ thread_local! {
 }
 
 impl Unigram {
-    /// The ids `tokenize` gives for `word`, appended to `out` (the same cache and the same
-    /// segmentation; a hit copies ids without building tokens).
+    /// Run `f` with this thread's word cache of this model (made on first use), or with none
+    /// when it is unavailable (a re-entrant call, or a thread being torn down).
+    pub(crate) fn with_cache<T>(
+        &self,
+        f: impl FnOnce(Option<&mut WordCache>) -> Result<T>,
+    ) -> Result<T> {
+        let mut f = Some(f);
+        let r = CACHES.try_with(|c| {
+            let mut caches = c.try_borrow_mut().ok()?;
+            let cache =
+                crate::parallel::model_cache(&mut caches, self.d.uid, CACHE_MODELS, WordCache::new);
+            f.take().map(|f| f(Some(cache)))
+        });
+        match (r, f) {
+            (Ok(Some(r)), _) => r,
+            (_, Some(f)) => f(None),
+            // (`f` ran, so its result came back through `r`.)
+            (_, None) => Err(Error::other("Unigram: word cache unavailable")),
+        }
+    }
+
+    /// The ids `tokenize` gives for `word`, appended to `out` (the same segmentation; a hit
+    /// copies ids without building tokens).
     pub fn word_ids(&self, word: &str, out: &mut Vec<u32>) -> Result<()> {
-        if word.len() < CACHE_MAX_WORD {
-            let h = self.d.cache.hash(word);
-            if self.d.cache.get_ids(h, word, out) {
+        self.with_cache(|cache| match word.strip_prefix('\u{2581}') {
+            Some(rest) => {
+                let mut buf = String::new();
+                self.meta_word_ids(cache, rest, &mut buf, out)
+            }
+            None => self.long_word_ids(cache, word, out),
+        })
+    }
+
+    /// The ids of the word `▁` + `rest`, appended to `out`, through `cache`; `buf` is scratch
+    /// space (the word is spelled out there only on a miss).
+    #[inline]
+    pub(crate) fn meta_word_ids(
+        &self,
+        mut cache: Option<&mut WordCache>,
+        rest: &str,
+        buf: &mut String,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        let key = WordKey::of(rest.as_bytes());
+        if let (Some(c), Some(k)) = (cache.as_deref_mut(), &key) {
+            if c.short.get(k, out) {
+                return Ok(());
+            }
+        }
+        buf.clear();
+        buf.push('\u{2581}');
+        buf.push_str(rest);
+        let Some(k) = &key else {
+            return self.long_word_ids(cache, buf, out);
+        };
+        let Some(c) = cache else {
+            return self.long_word_ids(None, buf, out);
+        };
+        // A short word goes to the long map only when its ids do not fit a slot.
+        let base = out.len();
+        self.long_word_ids(None, buf, out)?;
+        let ids = out.get(base..).unwrap_or_default();
+        if !c.short.insert(k, ids) {
+            c.long.set_ids(c.hash(buf), buf, ids);
+        }
+        Ok(())
+    }
+
+    /// The ids of any word through the long-word map of `cache`.
+    fn long_word_ids(
+        &self,
+        cache: Option<&mut WordCache>,
+        word: &str,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        let cache = cache.filter(|_| word.len() < CACHE_MAX_WORD);
+        let h = cache.as_ref().map_or(0, |c| c.hash(word));
+        if let Some(c) = cache.as_ref() {
+            if c.long.get_ids(h, word, out) {
                 return Ok(());
             }
         }
@@ -478,8 +585,11 @@ impl Unigram {
                 Err(_) => &mut local,
             };
             toks.clear();
-            self.tokenize(word, toks)?;
+            self.tokenize_uncached(word, toks)?;
             out.extend(toks.iter().map(|t| t.id));
+            if let Some(c) = cache {
+                c.long.set(h, word, toks);
+            }
             Ok(())
         })
     }
@@ -603,35 +713,71 @@ mod tests {
     }
 
     #[test]
-    fn a_full_cache_shard_empties_and_keeps_taking_new_words() {
-        let cache = WordCache::new();
+    fn a_full_long_word_map_empties_and_keeps_taking_new_words() {
+        let mut cache = WordCache::new();
         let tok = [Token::new(7, 0, 1)];
-        // Enough distinct words to fill every shard several times over.
-        let words: Vec<String> = (0..CACHE_SHARDS * CACHE_PER_SHARD * 3)
-            .map(|i| format!("w{i}"))
-            .collect();
+        let words: Vec<String> = (0..LONG_ENTRIES * 3 + 5).map(|i| format!("w{i}")).collect();
         for w in &words {
-            cache.set(cache.hash(w), w, &tok);
-        }
-        // The last word each shard got went in although the shards had filled up long
-        // before (an earlier word may be gone: its shard may have emptied since)...
-        let mut out = Vec::new();
-        let mut seen = [false; CACHE_SHARDS];
-        for w in words.iter().rev() {
             let h = cache.hash(w);
-            let shard = (h >> 59) as usize % CACHE_SHARDS;
-            if std::mem::replace(&mut seen[shard], true) {
-                continue;
-            }
-            out.clear();
-            assert!(cache.get_ids(h, w, &mut out), "{w} not cached");
-            assert_eq!(out, vec![7]);
+            cache.long.set(h, w, &tok);
+            assert!(cache.long.entries.len() <= LONG_ENTRIES);
+            assert_eq!(cache.long.index.len(), cache.long.entries.len());
         }
-        assert!(seen.iter().all(|&s| s));
-        // ...and no shard holds more than its bound.
-        for sh in cache.shards.iter() {
-            let sh = sh.lock().unwrap();
-            assert!(sh.entries.len() <= CACHE_PER_SHARD && sh.index.len() == sh.entries.len());
+        // The last word went in although the map had filled up long before.
+        let mut out = Vec::new();
+        let last = words.last().unwrap();
+        assert!(cache.long.get_ids(cache.hash(last), last, &mut out));
+        assert_eq!(out, vec![7]);
+        // An ids-only entry serves ids but not tokens.
+        let h = cache.hash("ids");
+        cache.long.set_ids(h, "ids", &[1, 2]);
+        let mut toks = Vec::new();
+        assert!(!cache.long.get(h, "ids", &mut toks));
+        out.clear();
+        assert!(cache.long.get_ids(h, "ids", &mut out));
+        assert_eq!(out, vec![1, 2]);
+        // A colliding hash with other bytes is a miss.
+        out.clear();
+        assert!(!cache.long.get_ids(h, "idz", &mut out));
+    }
+
+    /// `meta_word_ids` (the fast path's entry: the text after `▁`) against the uncached
+    /// segmentation, with and without a cache, for short and long words and words of many
+    /// ids, each looked up several times (miss, then hits).
+    #[test]
+    fn meta_word_ids_equal_uncached_segmentation() {
+        let mut next = crate::test_rng(0x5eed_0f_4a11);
+        let mut vocab = vec![("<unk>".to_string(), -9.0)];
+        for p in ["a", "b", "c", "ab", "abc", "ba", "\u{2581}", "\u{2581}a", "\u{2581}ab", "é"] {
+            vocab.push((p.to_string(), -((next() % 7) as f64) - 0.5));
+        }
+        let m = Unigram::new(vocab, Some(0), false).unwrap();
+        let alphabet = ["a", "b", "c", "é", "z", "\u{2581}"];
+        let mut buf = String::new();
+        for round in 0..3000 {
+            let len = (next() % 40) as usize;
+            let rest: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            let word = format!("\u{2581}{rest}");
+            let mut toks = Vec::new();
+            m.tokenize_uncached(&word, &mut toks).unwrap();
+            let want: Vec<u32> = toks.iter().map(|t| t.id).collect();
+            for _ in 0..3 {
+                let mut got = vec![99];
+                m.with_cache(|c| m.meta_word_ids(c, &rest, &mut buf, &mut got))
+                    .unwrap();
+                assert_eq!(&got[1..], &want[..], "round {round} {word:?}");
+                let mut got = vec![99];
+                m.meta_word_ids(None, &rest, &mut buf, &mut got).unwrap();
+                assert_eq!(&got[1..], &want[..], "round {round} {word:?}");
+                let mut got = Vec::new();
+                m.word_ids(&word, &mut got).unwrap();
+                assert_eq!(got, want, "round {round} {word:?}");
+                let mut t = Vec::new();
+                m.tokenize(&word, &mut t).unwrap();
+                assert_eq!(t, toks, "round {round} {word:?}");
+            }
         }
     }
 

@@ -491,7 +491,8 @@ impl WordPiece {
         let (buf, len) = key.bytes();
         let base = out.len();
         self.word_ids(buf.get(..len).unwrap_or_default(), out)?;
-        cache.insert(key, out.get(base..).unwrap_or_default());
+        // (A word of more ids than a slot holds is simply recomputed next time.)
+        let _ = cache.insert(key, out.get(base..).unwrap_or_default());
         Ok(())
     }
 

@@ -17,6 +17,13 @@ pub use precompiled::Precompiled;
 pub use replace::Replace;
 pub use simple::{Lowercase, Nmt, Prepend, Strip, StripAccents, Unicode, UnicodeForm};
 
+/// `Normalizer::ascii_word_classes`: a byte kept as it is, not whitespace.
+pub(crate) const ASCII_WORD: u8 = 0;
+/// `Normalizer::ascii_word_classes`: whitespace that stays (non-empty) whitespace.
+pub(crate) const ASCII_SPACE: u8 = 1;
+/// `Normalizer::ascii_word_classes`: a byte that may change words.
+pub(crate) const ASCII_OTHER: u8 = 2;
+
 pub trait Normalizer: Send + Sync {
     fn normalize(&self, n: &mut NormalizedString) -> Result<()>;
     /// Whether `normalize` would certainly leave every whitespace-separated word of this
@@ -24,6 +31,12 @@ pub trait Normalizer: Send + Sync {
     /// path that splits at whitespace may then skip normalizing. False when unsure.
     fn keeps_words(&self, _text: &str) -> bool {
         false
+    }
+    /// Per ASCII byte, what `normalize` does to it between ASCII characters (apart from CR
+    /// LF, one grapheme): `ASCII_WORD` (kept; not whitespace), `ASCII_SPACE` (whitespace left
+    /// as non-empty whitespace) or anything else (it may change words). `None` when unknown.
+    fn ascii_word_classes(&self) -> Option<&[u8; 128]> {
+        None
     }
     /// The normalized text alone into `out` (no alignment), for the ids fast paths; `None`
     /// when this normalizer has no such shortcut (then use `normalize`).

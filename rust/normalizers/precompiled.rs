@@ -25,6 +25,8 @@ pub struct Precompiled {
     ascii_identity: bool,
     /// Per ASCII byte: no rule, or whitespace turned into non-empty whitespace.
     ascii_keeps_words: [bool; 128],
+    /// `Normalizer::ascii_word_classes`.
+    ascii_classes: [u8; 128],
     /// Take the `is_simple` shortcut past the grapheme segmenter (off only in tests).
     fast_graphemes: bool,
 }
@@ -82,8 +84,16 @@ impl Precompiled {
             ascii.iter().all(Option::is_none) && map.shortest_match(b"\r\n").is_none();
         let ascii_keeps_words =
             std::array::from_fn(|b| whitespace_to_whitespace(b as u8, ascii[b].as_deref()));
+        let ascii_classes = std::array::from_fn(|b| {
+            match (ascii_keeps_words[b], (b as u8 as char).is_whitespace()) {
+                (true, false) if ascii[b].is_none() => super::ASCII_WORD,
+                (true, true) => super::ASCII_SPACE,
+                _ => super::ASCII_OTHER,
+            }
+        });
         Ok(Precompiled {
             map,
+            ascii_classes,
             empty_trie: trie_bytes == 0,
             ascii,
             ascii_identity,
@@ -133,6 +143,10 @@ impl Normalizer for Precompiled {
                 .all(|b| self.ascii_keeps_words.get(usize::from(b)) == Some(&true))
             // CR LF is one grapheme, with its own lookup: left to the general path.
             && !text.contains("\r\n")
+    }
+
+    fn ascii_word_classes(&self) -> Option<&[u8; 128]> {
+        (!self.empty_trie).then_some(&self.ascii_classes)
     }
 
     fn normalize(&self, n: &mut NormalizedString) -> Result<()> {

@@ -132,13 +132,14 @@ impl WordKey {
         (v.to_le_bytes(), usize::from(self.len))
     }
 
-    /// The first slot of the key's bucket, and which slot of it a new word replaces.
+    /// The first slot of the key's bucket among `slots` (a power of two), and which slot of
+    /// it a new word replaces.
     #[inline]
-    fn bucket(&self) -> (usize, usize) {
+    fn bucket(&self, slots: usize) -> (usize, usize) {
         let h = (self.k0 ^ self.k1.rotate_left(29) ^ u64::from(self.len).wrapping_mul(0x9E37_79B9))
             .wrapping_mul(0x9E37_79B9_7F4A_7C15);
         (
-            (h >> 50) as usize & (SLOTS - WAYS),
+            (h >> 48) as usize & (slots - WAYS),
             (h >> 40) as usize % WAYS,
         )
     }
@@ -160,22 +161,29 @@ struct Slot {
 const _: () = assert!(std::mem::size_of::<Slot>() == 32);
 
 pub(crate) struct WordCache {
+    /// A power of two of slots, at least `WAYS` and at most 2^16 (the bucket comes from the
+    /// hash's top 16 bits).
     slots: Vec<Slot>,
 }
 
 impl Default for WordCache {
     fn default() -> Self {
-        WordCache {
-            slots: vec![Slot::default(); SLOTS],
-        }
+        WordCache::with_slots(SLOTS)
     }
 }
 
 impl WordCache {
+    /// A cache of `slots` slots (rounded up to a power of two, at least one bucket).
+    pub(crate) fn with_slots(slots: usize) -> Self {
+        WordCache {
+            slots: vec![Slot::default(); slots.clamp(WAYS, 1 << 16).next_power_of_two()],
+        }
+    }
+
     /// Append the cached ids of `key` to `out`; false when absent.
     #[inline]
     pub(crate) fn get(&self, key: &WordKey, out: &mut Vec<u32>) -> bool {
-        let (b, _) = key.bucket();
+        let (b, _) = key.bucket(self.slots.len());
         let Some(bucket) = self.slots.get(b..b + WAYS) else {
             return false;
         };
@@ -199,9 +207,9 @@ impl WordCache {
     }
 
     /// Remember the ids of `key` (not yet present), in a free slot of its bucket or in place
-    /// of one of its words; words of more ids than the slot holds are not kept.
+    /// of one of its words; words of more ids than the slot holds are not kept (false).
     #[inline]
-    pub(crate) fn insert(&mut self, key: &WordKey, ids: &[u32]) {
+    pub(crate) fn insert(&mut self, key: &WordKey, ids: &[u32]) -> bool {
         let mut kept = [0u16; MAX_IDS];
         let n = if ids.len() <= MAX_IDS && ids.iter().all(|&id| id <= u32::from(u16::MAX)) {
             for (d, &id) in kept.iter_mut().zip(ids) {
@@ -215,11 +223,11 @@ impl WordCache {
             }
             ids.len() as u8 | WIDE
         } else {
-            return;
+            return false;
         };
-        let (b, victim) = key.bucket();
+        let (b, victim) = key.bucket(self.slots.len());
         let Some(bucket) = self.slots.get_mut(b..b + WAYS) else {
-            return;
+            return false;
         };
         let i = bucket.iter().position(|s| s.len == 0).unwrap_or(victim);
         if let Some(s) = bucket.get_mut(i) {
@@ -231,6 +239,7 @@ impl WordCache {
                 ids: kept,
             };
         }
+        true
     }
 }
 
