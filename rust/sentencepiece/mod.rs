@@ -117,6 +117,7 @@ fn make_normalizer(s: &NormalizerSettings, treat_ws_as_suffix: bool) -> Result<S
         ascii_plain: 0,
         ascii_plain_before_ascii: 0,
         ud_free_lead: [0; 4],
+        bmp_plain: Default::default(),
     };
     n.prepare();
     Ok(n)
