@@ -117,6 +117,7 @@ fn make_normalizer(s: &NormalizerSettings, treat_ws_as_suffix: bool) -> Result<S
         ascii_plain: 0,
         ascii_plain_before_ascii: 0,
         ud_free_lead: [0; 4],
+        bmp_plain: Default::default(),
     };
     n.prepare();
     Ok(n)
@@ -495,7 +496,12 @@ impl SentencePiece {
         let mut prev_unk = false;
         let mut covered = 0usize;
         for p in pieces.iter() {
-            let kind = self.piece_kind(p, nlen)?;
+            // The common case inline: an id in range, a span inside the text, not CONTROL
+            // (exactly the checks `piece_kind` makes; anything else goes there for its error).
+            let kind = match self.kinds.get(p.id as usize) {
+                Some(&k) if p.start <= p.end && p.end <= nlen && k != PieceType::Control => k,
+                _ => self.piece_kind(p, nlen)?,
+            };
             let is_unk = kind == PieceType::Unknown;
             if is_unk && self.byte_ids.is_some() {
                 let ids = self.byte_ids.as_deref().map(|a| &a[..]).unwrap_or(&[]);

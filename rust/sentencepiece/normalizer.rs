@@ -34,6 +34,11 @@ pub struct SpNormalizer {
     /// starting with `b` may take `simple_char`. Filled by `prepare`; 0 (the default) only
     /// turns that path off.
     pub(crate) ud_free_lead: [u64; 4],
+    /// Bit `c` set (for a code point `c` below U+10000): no charsmap rule matches at a
+    /// character `c`, whatever follows it (the rules' trie has no node for `c`'s bytes and
+    /// no rule key ends inside them), so `simple_char` copies it without the charsmap walk.
+    /// Filled by `prepare`; empty (the default) only turns that shortcut off.
+    pub(crate) bmp_plain: std::sync::Arc<[u64]>,
 }
 
 /// Length of the UTF-8 sequence a lead byte announces, as the reference's table gives it
@@ -74,6 +79,20 @@ pub(crate) fn valid_char_len(s: &[u8]) -> Option<usize> {
         }
     }
     None
+}
+
+/// The code point of the 2- or 3-byte character at the start of `s` when it is valid (as
+/// `valid_char_len` decides), else `None`.
+#[inline]
+fn bmp_code_point(s: &[u8]) -> Option<u32> {
+    let n = valid_char_len(s)?;
+    let t = |i: usize| s.get(i).map_or(0, |&b| u32::from(b & 0x3f));
+    let b0 = u32::from(*s.first()?);
+    match n {
+        2 => Some(((b0 & 0x1f) << 6) | t(1)),
+        3 => Some(((b0 & 0x0f) << 12) | (t(1) << 6) | t(2)),
+        _ => None,
+    }
 }
 
 /// Where `normalize` writes the byte map: a `Vec<usize>`, or nothing (`NoAlign`).
@@ -192,6 +211,14 @@ impl SpNormalizer {
         if b < 0x80 || (self.ud_free_lead[usize::from(b >> 6)] >> (b & 63)) & 1 == 0 {
             return None;
         }
+        if let Some(cp) = bmp_code_point(bytes) {
+            let n = if cp < 0x800 { 2 } else { 3 };
+            let bit = self.bmp_plain.get(cp as usize >> 6).map(|w| (w >> (cp & 63)) & 1);
+            if bit == Some(1) {
+                // No rule can match here: the character itself, as the search below finds.
+                return Some((input.get(at..at + n)?, n));
+            }
+        }
         let mut best: Option<(usize, u32)> = None;
         let mut seen = 0;
         self.charsmap.common_prefix_search(bytes, |len, v| {
@@ -216,6 +243,21 @@ impl SpNormalizer {
         self.ascii_plain = 0;
         self.ascii_plain_before_ascii = 0;
         self.ud_free_lead = [0; 4];
+        let mut bmp_plain = vec![0u64; 0x10000 / 64];
+        let mut buf = [0u8; 4];
+        for cp in 0x80..0x10000u32 {
+            let Some(c) = char::from_u32(cp) else {
+                continue;
+            };
+            let key = c.encode_utf8(&mut buf).as_bytes();
+            let mut leaf = false;
+            self.charsmap.common_prefix_search(key, |_, _| leaf = true);
+            if !leaf && !self.charsmap.has_prefix(key) {
+                bmp_plain[cp as usize >> 6] |= 1u64 << (cp & 63);
+            }
+        }
+        // Shared: the normalizer is cloned per call on some paths.
+        self.bmp_plain = bmp_plain.into();
         for b in 0..=255u8 {
             let free = self
                 .user_defined
@@ -287,7 +329,14 @@ impl SpNormalizer {
         }
         let mut consumed = 0usize;
         if self.remove_extra_whitespaces {
+            // A plain space is its own normalization: `normalize_prefix` would give " ".
+            let plain_space = (self.ascii_plain >> b' ') & 1 == 1;
             while !inp.is_empty() {
+                if plain_space && inp.first() == Some(&b' ') {
+                    inp = inp.get(1..).unwrap_or_default();
+                    consumed += 1;
+                    continue;
+                }
                 let (p, n) = self.normalize_prefix(input, consumed)?;
                 if p != " " {
                     break;
@@ -586,6 +635,58 @@ mod tests {
                 let alphabet: Vec<char> = "aZ0 Qb.(<eop>x\u{301}\u{a0}éＡ…ﬁ".chars().collect();
                 agree(&fast, &general, &alphabet, 3000, 16, &mut x, flags);
             }
+        }
+    }
+
+    #[test]
+    fn bmp_shortcut_matches_the_charsmap_walk_for_every_character() {
+        // Every character below U+10000, alone and before characters that start NFKC rules
+        // (combining marks, a letter, a space), normalizes alike with `prepare`'s
+        // character table and without it (the general path walks the charsmap each time).
+        let dir = crate::test_data_dir();
+        for file in [
+            "bpemb-en/en.wiki.bpe.vs100000.model",
+            "xlnet-base-cased/spiece.model",
+        ] {
+            let path = format!("{dir}/{file}");
+            let Ok(bytes) = std::fs::read(&path) else {
+                eprintln!("skipped: {path} not found");
+                continue;
+            };
+            let data = crate::formats::sentencepiece::parse_model(&bytes).unwrap();
+            let charsmap = CharsMap::parse(&data.normalizer.precompiled_charsmap).unwrap();
+            let general = SpNormalizer {
+                charsmap,
+                ..default_norm()
+            };
+            let mut fast = general.clone();
+            fast.prepare();
+            let mut plain = 0usize;
+            for cp in 0x80..0x10000u32 {
+                let Some(c) = char::from_u32(cp) else {
+                    continue;
+                };
+                plain += ((fast.bmp_plain[cp as usize >> 6] >> (cp & 63)) & 1) as usize;
+                for text in [
+                    format!("{c}"),
+                    format!("a{c}\u{301}{c}{c}b"),
+                    format!(" {c}\u{3099} {c}\u{ff9e}x\u{338}"),
+                ] {
+                    assert_eq!(norm(&fast, &text), norm(&general, &text), "U+{cp:04X} {file}");
+                }
+            }
+            // The table does take most characters (and leaves the NFKC ones to the walk).
+            assert!(plain > 20_000 && plain < 63_000, "{plain} {file}");
+        }
+    }
+
+    #[test]
+    fn leading_plain_spaces_are_skipped_as_the_general_path_does() {
+        let general = default_norm();
+        let mut fast = general.clone();
+        fast.prepare();
+        for text in ["    x = 1", " ", "  \u{3000} a", "\t  b ", "   ▁c"] {
+            assert_eq!(norm(&fast, text), norm(&general, text), "{text:?}");
         }
     }
 

@@ -360,7 +360,12 @@ impl SpUnigram {
             let row = &mut sc[p..];
             let mut offer = |len: usize, id: u32, score: f32, unk: bool| {
                 let cand = till + f64::from(score);
-                biggest = biggest.max(cand.abs());
+                // (Every value here is finite: every character start is reached, so a plain
+                // compare is `f64::max` without its NaN handling.)
+                let a = cand.abs();
+                if a > biggest {
+                    biggest = a;
+                }
                 if let Some(t) = row.get_mut(len) {
                     t.offer(cand, p as u8, id, unk);
                 }
@@ -575,8 +580,9 @@ impl Exact {
             self.start = start;
             self.id = id;
             self.unk = unk;
-        } else {
-            self.gap = self.gap.min(self.v - cand);
+        } else if self.v - cand < self.gap {
+            // (`f64::min` without NaN handling: both are non-NaN here.)
+            self.gap = self.v - cand;
         }
     }
 }
