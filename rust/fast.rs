@@ -227,16 +227,40 @@ pub(crate) fn for_each_meta_piece(
 /// The `▁`-escaped form of `piece` (spaces replaced, `▁` prepended when asked), into `buf`.
 pub(crate) fn meta_escape(piece: &str, prepend: bool, buf: &mut String) {
     buf.clear();
+    let bytes = piece.as_bytes();
+    let spaces = bytes.iter().filter(|&&b| b == b' ').count();
+    // One allocation at most: each space grows by two bytes, the prepended `▁` is three.
+    buf.reserve(piece.len() + 2 * spaces + 3);
     if prepend {
         buf.push('\u{2581}');
     }
-    let mut rest = piece;
-    while let Some(i) = rest.find(' ') {
-        buf.push_str(&rest[..i]);
-        buf.push('\u{2581}');
-        rest = &rest[i + 1..];
+    // A byte loop: code is full of space runs, where a substring search per space costs
+    // more than the copy. A space is a char boundary, so every slice here is one.
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b' ' {
+            buf.push_str(piece.get(start..i).unwrap_or_default());
+            buf.push('\u{2581}');
+            start = i + 1;
+        }
     }
-    buf.push_str(rest);
+    buf.push_str(piece.get(start..).unwrap_or_default());
+}
+
+thread_local! {
+    static TEXT_BUF: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
+}
+
+/// Run `f` with this thread's text buffer, so that an escaped text costs no allocation once
+/// the buffer has grown. The buffer is taken out for the call (a re-entrant call gets an
+/// empty one) and put back unless it grew very large.
+pub(crate) fn with_text_buf<R>(f: impl FnOnce(&mut String) -> R) -> R {
+    let mut buf = TEXT_BUF.try_with(std::cell::Cell::take).unwrap_or_default();
+    let r = f(&mut buf);
+    if buf.capacity() <= 1 << 20 {
+        let _ = TEXT_BUF.try_with(|c| c.set(buf));
+    }
+    r
 }
 
 impl FastPath {
