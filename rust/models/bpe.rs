@@ -349,20 +349,28 @@ const BACKTRACK_MIN: usize = 256;
 const META: char = '\u{2581}';
 
 /// Calls `f(start, end)` for the pieces of `text` cut before every `▁` that follows another
-/// character: where `has_meta_words` allows the model to see them one by one.
+/// character: where `has_meta_words` allows the model to see them one by one. A byte scan:
+/// `E2 96 81` is `▁`, and a lead byte such as `E2` always starts a character in UTF-8, so the
+/// match is the character and every cut is a char boundary.
 pub(crate) fn for_each_meta_word(
     text: &str,
     mut f: impl FnMut(usize, usize) -> Result<()>,
 ) -> Result<()> {
-    let mut start = 0;
+    let b = text.as_bytes();
+    let (mut start, mut i) = (0, 0);
     let mut prev_meta = true;
-    for (i, c) in text.char_indices() {
-        let meta = c == META;
-        if meta && !prev_meta {
-            f(start, i)?;
-            start = i;
+    while let Some(&x) = b.get(i) {
+        if x == 0xE2 && b.get(i + 1) == Some(&0x96) && b.get(i + 2) == Some(&0x81) {
+            if !prev_meta {
+                f(start, i)?;
+                start = i;
+            }
+            prev_meta = true;
+            i += 3;
+        } else {
+            prev_meta = false;
+            i += 1;
         }
-        prev_meta = meta;
     }
     f(start, text.len())
 }
@@ -2090,6 +2098,43 @@ mod tests {
                 let mut got = Vec::new();
                 m.meta_text_ids(t, &mut got).unwrap();
                 assert_eq!(got, want, "{t}");
+            }
+        }
+    }
+
+    /// The byte scans of the Meta path against character-by-character definitions, on random
+    /// texts with `▁`, spaces and characters that share `▁`'s lead byte (`ⅰ`, `▂`).
+    #[test]
+    fn meta_scans_match_char_definitions() {
+        let mut next = crate::test_rng(0x5EED_0F5C_A7E5_0005);
+        let alphabet = ['a', ' ', '▁', 'ⅰ', '▂', 'é', '火', '😀'];
+        for _ in 0..3000 {
+            let n = (next() % 40) as usize;
+            let t: String = (0..n)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            let mut want = Vec::new();
+            let (mut start, mut prev_meta) = (0, true);
+            for (i, c) in t.char_indices() {
+                if c == META && !prev_meta {
+                    want.push((start, i));
+                    start = i;
+                }
+                prev_meta = c == META;
+            }
+            want.push((start, t.len()));
+            let mut got = Vec::new();
+            for_each_meta_word(&t, |s, e| {
+                got.push((s, e));
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(got, want, "{t:?}");
+            for prepend in [false, true] {
+                let mut buf = String::from("left over");
+                crate::fast::meta_escape(&t, prepend, &mut buf);
+                let want = format!("{}{}", if prepend { "▁" } else { "" }, t.replace(' ', "▁"));
+                assert_eq!(buf, want);
             }
         }
     }
