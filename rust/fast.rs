@@ -281,13 +281,43 @@ pub(crate) fn meta_escape(piece: &str, prepend: bool, buf: &mut String) {
     if prepend {
         buf.push('\u{2581}');
     }
-    let mut rest = piece;
-    while let Some(i) = rest.find(' ') {
-        buf.push_str(&rest[..i]);
-        buf.push('\u{2581}');
-        rest = &rest[i + 1..];
+    let bytes = piece.as_bytes();
+    let spaces = bytes.iter().filter(|&&b| b == b' ').count();
+    if spaces == 0 {
+        buf.push_str(piece);
+        return;
     }
-    buf.push_str(rest);
+    // A byte loop into the buffer's bytes: code is full of space runs, where a substring
+    // search or a string append per space costs far more than the copy. Replacing ASCII
+    // spaces by `▁` keeps the bytes UTF-8, so the conversion back never fails (if it did,
+    // the lossy copy would still be a string, never a panic).
+    let mut v = std::mem::take(buf).into_bytes();
+    v.reserve(piece.len() + 2 * spaces);
+    for &b in bytes {
+        if b == b' ' {
+            v.extend_from_slice("\u{2581}".as_bytes());
+        } else {
+            v.push(b);
+        }
+    }
+    *buf =
+        String::from_utf8(v).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+}
+
+thread_local! {
+    static TEXT_BUF: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
+}
+
+/// Run `f` with this thread's text buffer, so that an escaped text costs no allocation once
+/// the buffer has grown. The buffer is taken out for the call (a re-entrant call gets an
+/// empty one) and put back unless it grew very large.
+pub(crate) fn with_text_buf<R>(f: impl FnOnce(&mut String) -> R) -> R {
+    let mut buf = TEXT_BUF.try_with(std::cell::Cell::take).unwrap_or_default();
+    let r = f(&mut buf);
+    if buf.capacity() <= 1 << 20 {
+        let _ = TEXT_BUF.try_with(|c| c.set(buf));
+    }
+    r
 }
 
 impl FastPath {

@@ -775,9 +775,11 @@ impl Core {
             (Some(FastPath::Meta { prepend }), ModelWrapper::Bpe(bpe), _)
                 if bpe.has_meta_words() =>
             {
-                self.ids_by_segment(text, out, |start, piece, out| {
-                    crate::fast::meta_escape(piece, prepend.applies(piece, start), &mut word);
-                    bpe.meta_text_ids(&word, out)
+                crate::fast::with_text_buf(|word| {
+                    self.ids_by_segment(text, out, |start, piece, out| {
+                        crate::fast::meta_escape(piece, prepend.applies(piece, start), word);
+                        bpe.meta_text_ids(word, out)
+                    })
                 })
             }
             (Some(FastPath::Bert(flags)), ModelWrapper::WordPiece(wp), _) => {

@@ -4,6 +4,7 @@
 //! unk (optionally fused), byte fallback, ignore_merges and dropout.
 
 mod backtrack;
+mod chars;
 pub mod engine;
 mod ids_cache;
 
@@ -155,6 +156,8 @@ pub struct Bpe {
     backtrack: backtrack::Lazy,
     /// Byte-level words that are one token, built on first use (see `single_words`).
     singles: LazySingles,
+    /// Character → id of the one-character tokens, built on first use (see `char_ids`).
+    char_ids: OnceLock<Option<chars::CharIds>>,
 }
 
 /// The merge table for lookups: open addressing, linear probing at a load of at most 5/8,
@@ -334,6 +337,10 @@ impl LazySingles {
     }
 }
 
+/// Words of undecorated models with at most this many first symbols merge in stack arrays
+/// (`Bpe::undecorated_word_ids`).
+const META_ARRAY: usize = 32;
+
 /// Words of at least this many bytes go to the backtracking encoder when the model has one:
 /// shorter ones are cached, and merge quickly on the heap anyway.
 const BACKTRACK_MIN: usize = 256;
@@ -342,20 +349,28 @@ const BACKTRACK_MIN: usize = 256;
 const META: char = '\u{2581}';
 
 /// Calls `f(start, end)` for the pieces of `text` cut before every `▁` that follows another
-/// character: where `has_meta_words` allows the model to see them one by one.
+/// character: where `has_meta_words` allows the model to see them one by one. A byte scan:
+/// `E2 96 81` is `▁`, and a lead byte such as `E2` always starts a character in UTF-8, so the
+/// match is the character and every cut is a char boundary.
 pub(crate) fn for_each_meta_word(
     text: &str,
     mut f: impl FnMut(usize, usize) -> Result<()>,
 ) -> Result<()> {
-    let mut start = 0;
+    let b = text.as_bytes();
+    let (mut start, mut i) = (0, 0);
     let mut prev_meta = true;
-    for (i, c) in text.char_indices() {
-        let meta = c == META;
-        if meta && !prev_meta {
-            f(start, i)?;
-            start = i;
+    while let Some(&x) = b.get(i) {
+        if x == 0xE2 && b.get(i + 1) == Some(&0x96) && b.get(i + 2) == Some(&0x81) {
+            if !prev_meta {
+                f(start, i)?;
+                start = i;
+            }
+            prev_meta = true;
+            i += 3;
+        } else {
+            prev_meta = false;
+            i += 1;
         }
-        prev_meta = meta;
     }
     f(start, text.len())
 }
@@ -630,6 +645,7 @@ impl Bpe {
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             backtrack: backtrack::Lazy::default(),
             singles: LazySingles::default(),
+            char_ids: OnceLock::new(),
         })
     }
 
@@ -987,23 +1003,31 @@ impl Bpe {
     }
 
     /// The merges of a short word (`raw.len() <= ARRAY_WORD`, symbol `sym(b)` per byte) over
-    /// stack arrays, ids appended to `out`. The same choice as `Word::merge_small` (so the heap
-    /// merge's result when `unique_ids` holds): each step merges the adjacent pair of lowest
-    /// rank, the leftmost among equals (strict `<`, left to right), with the merged id found
-    /// when the pair was formed. Only the arrays differ: the pairs are kept contiguous (the
-    /// merged-away symbol is shifted out) so the scan is a plain loop.
+    /// stack arrays, ids appended to `out` (see `merge_in_array`).
     fn merge_array(&self, raw: &[u8], sym: impl Fn(u8) -> u32, out: &mut Vec<u32>) {
-        // cands[i]: the pair (ids[i], ids[i + 1]) as rank << 32 | merged id; NONE_PAIR (the
-        // largest rank) when it is no merge. The scan compares ranks only, so ties go left.
-        const NONE_PAIR: u64 = u64::MAX;
         let mut ids = [0u32; ARRAY_WORD];
-        let mut cands = [NONE_PAIR; ARRAY_WORD];
         let mut n = 0;
         for (slot, &b) in ids.iter_mut().zip(raw) {
             *slot = sym(b);
             n += 1;
         }
-        let pairs = self.pairs();
+        let n = self.merge_in_array(self.pairs(), &mut ids, n);
+        out.extend_from_slice(ids.get(..n).unwrap_or_default());
+    }
+
+    /// The merges of the first `n` symbols of `ids`, in place; returns how many are left.
+    /// The same choice as `Word::merge_small` (so the heap merge's result when `unique_ids`
+    /// holds, which the callers check, with `ranks_fit`): each step merges the adjacent pair
+    /// of lowest rank, the leftmost among equals (strict `<`, left to right), with the merged
+    /// id found when the pair was formed. Only the arrays differ: the pairs are kept
+    /// contiguous (the merged-away symbol is shifted out) so the scan is a plain loop.
+    #[inline(always)]
+    fn merge_in_array<const N: usize>(&self, pairs: &Pairs, ids: &mut [u32; N], n: usize) -> usize {
+        // cands[i]: the pair (ids[i], ids[i + 1]) as rank << 32 | merged id; NONE_PAIR (the
+        // largest rank) when it is no merge. The scan compares ranks only, so ties go left.
+        const NONE_PAIR: u64 = u64::MAX;
+        let mut n = n.min(N);
+        let mut cands = [NONE_PAIR; N];
         let pair = |l: u32, r: u32| match self.lookup_table(pairs, l, r) {
             Some((rank, id)) => (u64::from(rank) << 32) | u64::from(id),
             None => NONE_PAIR,
@@ -1040,7 +1064,7 @@ impl Bpe {
                 cands[best - 1] = pair(ids[best - 1], ids[best]);
             }
         }
-        out.extend_from_slice(&ids[..n]);
+        n
     }
 
     /// Whether `meta_text_ids` applies: the text may be cut before every `▁` that follows
@@ -1059,12 +1083,96 @@ impl Bpe {
             for_each_meta_word(text, |s, e| {
                 let w = &text[s..e];
                 self.cached_ids(table.as_deref_mut(), w.as_bytes(), out, |word, buf, out| {
+                    if w.len() < BACKTRACK_MIN {
+                        if let Some(chars) = self.char_ids() {
+                            return self.undecorated_word_ids(chars, w, word, out);
+                        }
+                    }
                     self.merge_word(w, word, buf, false)?;
                     out.extend(word.iter().map(|(id, _, _)| id));
                     Ok(())
                 })
             })
         })
+    }
+
+    /// The one-character token table, for undecorated models (built on first use).
+    fn char_ids(&self) -> Option<&chars::CharIds> {
+        self.char_ids
+            .get_or_init(|| {
+                let decorated = [&self.continuing_subword_prefix, &self.end_of_word_suffix]
+                    .iter()
+                    .any(|d| d.as_deref().is_some_and(|d| !d.is_empty()));
+                if decorated {
+                    return None;
+                }
+                chars::CharIds::new(self.vocab.iter().map(|(s, &id)| (s.as_str(), id)))
+            })
+            .as_ref()
+    }
+
+    /// `merge_word(w, …, random: false)`'s ids for an undecorated model whose word goes to no
+    /// backtracking (`w` under `BACKTRACK_MIN` bytes): the same first symbols (a character's
+    /// token, its byte tokens, or unk, fused or not, in the same order), found through
+    /// `chars` instead of the vocabulary map; then the same merges, over stack arrays when
+    /// the word has at most `META_ARRAY` symbols and `merge_in_array` applies, else on the
+    /// heap, with pairs looked up in the pair table (which holds exactly the map's entries).
+    fn undecorated_word_ids(
+        &self,
+        chars: &chars::CharIds,
+        w: &str,
+        word: &mut Word,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        word.clear();
+        // A pending unknown run: (unk id, byte length).
+        let mut unk: Option<(u32, u32)> = None;
+        for c in w.chars() {
+            let byte_len = c.len_utf8() as u32;
+            if let Some(id) = chars.get(c) {
+                if let Some((uid, ulen)) = unk.take() {
+                    word.push(uid, ulen);
+                }
+                word.push(id, byte_len);
+                continue;
+            }
+            let mut utf8 = [0u8; 4];
+            let bytes = c.encode_utf8(&mut utf8).as_bytes();
+            if self.byte_fallback && bytes.iter().all(|&b| self.byte_ids[b as usize].is_some()) {
+                // As `merge_word`: a pending unknown run is not flushed first.
+                for id in bytes.iter().filter_map(|&b| self.byte_ids[b as usize]) {
+                    word.push(id, 1);
+                }
+                continue;
+            }
+            if let Some(unk_token) = &self.unk_token {
+                unk = match (unk, self.fuse_unk) {
+                    (Some((uid, ulen)), true) => Some((uid, ulen + byte_len)),
+                    (Some((uid, ulen)), false) => {
+                        word.push(uid, ulen);
+                        Some((self.unk_id(unk_token)?, byte_len))
+                    }
+                    (None, _) => Some((self.unk_id(unk_token)?, byte_len)),
+                };
+            }
+        }
+        if let Some((uid, ulen)) = unk {
+            word.push(uid, ulen);
+        }
+        let pairs = self.pairs();
+        if self.unique_ids && pairs.ranks_fit && word.symbols.len() <= META_ARRAY {
+            let mut ids = [0u32; META_ARRAY];
+            for (slot, s) in ids.iter_mut().zip(&word.symbols) {
+                *slot = s.id;
+            }
+            let n = self.merge_in_array(pairs, &mut ids, word.symbols.len());
+            out.extend_from_slice(ids.get(..n).unwrap_or_default());
+            return Ok(());
+        }
+        let lookup = |a, b| self.lookup_table(pairs, a, b);
+        word.merge_all(lookup, None::<fn() -> bool>, |_, _, _| {});
+        out.extend(word.iter().map(|(id, _, _)| id));
+        Ok(())
     }
 
     /// Run `f` with this thread's id cache of this model (created on first use), or with none
@@ -1107,12 +1215,11 @@ impl Bpe {
         if u32::try_from(key.len()).is_err() {
             return Err(Error::invalid("BPE: word longer than 4 GiB"));
         }
-        let cacheable = key.len() <= ids_cache::MAX_WORD;
-        if cacheable {
-            if let Some(t) = table.as_deref_mut() {
-                if t.get(key, out) {
-                    return Ok(());
-                }
+        let short = key.len() <= ids_cache::MAX_WORD;
+        let long = !short && key.len() <= ids_cache::MAX_LONG_WORD;
+        if let Some(t) = table.as_deref_mut() {
+            if (short && t.get(key, out)) || (long && t.get_long(key, out)) {
+                return Ok(());
             }
         }
         let start = out.len();
@@ -1120,9 +1227,11 @@ impl Bpe {
             word.clear();
             merge(word, buf, out)
         })?;
-        if cacheable {
-            if let (Some(t), Some(ids)) = (table, out.get(start..)) {
+        if let (Some(t), Some(ids)) = (table, out.get(start..)) {
+            if short {
                 t.insert(key, ids);
+            } else if long {
+                t.insert_long(key, ids);
             }
         }
         Ok(())
@@ -1885,6 +1994,148 @@ mod tests {
                 tok(&m, "aaa"),
                 [("aa".into(), (0, 2)), ("a".into(), (2, 3))]
             );
+        }
+    }
+
+    /// The undecorated ids path (character table, stack-array or pair-table heap merge)
+    /// against `merge_word` on random string-built models: with and without byte fallback
+    /// (`é` has its byte tokens, `火` not), unk fused or not, no unk (dropped characters), two
+    /// tokens sharing an id (the heap path), and words of up to 80 symbols (past the arrays).
+    #[test]
+    fn undecorated_word_ids_match_merge_word() {
+        let mut next = crate::test_rng(0x5EED_0F5C_A7E5_0002);
+        let alphabet = ['a', 'b', '▁', 'c', 'é', '火', 'z'];
+        let (mut arrays, mut heaps) = (0, 0);
+        for round in 0..48 {
+            let mut tokens: Vec<String> = ["a", "b", "▁", "c", "<unk>", "<0xC3>", "<0xA9>"]
+                .map(String::from)
+                .to_vec();
+            let mut vocab: AHashMap<String, u32> = AHashMap::new();
+            for (i, t) in tokens.iter().enumerate() {
+                vocab.insert(t.clone(), i as u32);
+            }
+            let mut merges = Vec::new();
+            for _ in 0..60 {
+                let a = tokens[(next() % tokens.len() as u64) as usize].clone();
+                let b = tokens[(next() % tokens.len() as u64) as usize].clone();
+                if a.len() + b.len() > 12 || merges.contains(&(a.clone(), b.clone())) {
+                    continue;
+                }
+                let ab = format!("{a}{b}");
+                if !vocab.contains_key(&ab) {
+                    vocab.insert(ab.clone(), tokens.len() as u32);
+                    tokens.push(ab);
+                }
+                merges.push((a, b));
+            }
+            if round % 4 == 3 {
+                // A second string for an existing id: no array merge.
+                vocab.insert("shared".into(), 3);
+            }
+            let mut bpe = Bpe::build(vocab, merges, None, None).unwrap();
+            bpe.byte_fallback = round % 2 == 0;
+            bpe.fuse_unk = round % 3 == 0;
+            bpe.unk_token = (round % 5 != 4).then(|| "<unk>".to_string());
+            let chars = bpe.char_ids().unwrap();
+            for _ in 0..150 {
+                let n = 1 + (next() % 80) as usize;
+                let w: String = (0..n)
+                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                    .collect();
+                let (mut word, mut buf) = (Word::default(), String::new());
+                bpe.merge_word(&w, &mut word, &mut buf, false).unwrap();
+                let want: Vec<u32> = word.iter().map(|(id, _, _)| id).collect();
+                let mut got = Vec::new();
+                bpe.undecorated_word_ids(chars, &w, &mut word, &mut got)
+                    .unwrap();
+                assert_eq!(got, want, "{w}");
+                if bpe.unique_ids && word.symbols.len() <= META_ARRAY {
+                    arrays += 1;
+                } else {
+                    heaps += 1;
+                }
+            }
+        }
+        assert!(arrays > 1000 && heaps > 1000, "{arrays} {heaps}");
+    }
+
+    /// The cached meta-word path (short and long ids caches) gives `tokenize`'s ids, twice
+    /// over the same texts (the second time from the caches).
+    #[test]
+    fn meta_text_ids_match_tokenize_with_caches() {
+        let mut next = crate::test_rng(0x5EED_0F5C_A7E5_0003);
+        let tokens = [
+            "a",
+            "b",
+            "▁",
+            "<unk>",
+            "ab",
+            "▁a",
+            "▁▁",
+            "ba",
+            "▁ab",
+            "▁▁▁▁",
+        ];
+        let m = model(
+            &tokens,
+            json!(["a b", "▁ a", "▁ ▁", "b a", "▁ ab", "▁▁ ▁▁"]),
+            json!({"unk_token": "<unk>", "fuse_unk": true}),
+        );
+        assert!(m.has_meta_words());
+        let texts: Vec<String> = (0..300)
+            .map(|_| {
+                let n = 1 + (next() % 150) as usize;
+                (0..n)
+                    .map(|_| ['a', 'b', '▁', '▁', 'x'][(next() % 5) as usize])
+                    .collect()
+            })
+            .collect();
+        for _ in 0..2 {
+            for t in &texts {
+                let mut toks = Vec::new();
+                m.tokenize(t, &mut toks).unwrap();
+                let want: Vec<u32> = toks.iter().map(|t| t.id).collect();
+                let mut got = Vec::new();
+                m.meta_text_ids(t, &mut got).unwrap();
+                assert_eq!(got, want, "{t}");
+            }
+        }
+    }
+
+    /// The byte scans of the Meta path against character-by-character definitions, on random
+    /// texts with `▁`, spaces and characters that share `▁`'s lead byte (`ⅰ`, `▂`).
+    #[test]
+    fn meta_scans_match_char_definitions() {
+        let mut next = crate::test_rng(0x5EED_0F5C_A7E5_0005);
+        let alphabet = ['a', ' ', '▁', 'ⅰ', '▂', 'é', '火', '😀'];
+        for _ in 0..3000 {
+            let n = (next() % 40) as usize;
+            let t: String = (0..n)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            let mut want = Vec::new();
+            let (mut start, mut prev_meta) = (0, true);
+            for (i, c) in t.char_indices() {
+                if c == META && !prev_meta {
+                    want.push((start, i));
+                    start = i;
+                }
+                prev_meta = c == META;
+            }
+            want.push((start, t.len()));
+            let mut got = Vec::new();
+            for_each_meta_word(&t, |s, e| {
+                got.push((s, e));
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(got, want, "{t:?}");
+            for prepend in [false, true] {
+                let mut buf = String::from("left over");
+                crate::fast::meta_escape(&t, prepend, &mut buf);
+                let want = format!("{}{}", if prepend { "▁" } else { "" }, t.replace(' ', "▁"));
+                assert_eq!(buf, want);
+            }
         }
     }
 }

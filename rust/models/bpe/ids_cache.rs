@@ -43,6 +43,8 @@ pub struct IdsTable {
     sets: Vec<Set>,
     slots: Vec<Slot>,
     overflow: Vec<u32>,
+    /// Words of `MAX_WORD + 1..=MAX_LONG_WORD` bytes, allocated on first use.
+    long: Option<LongIds>,
 }
 
 /// The word as two integers (`text::overlap_key`); an empty word (never cached) is (0, 0).
@@ -76,6 +78,7 @@ impl Default for IdsTable {
             sets: vec![Set::default(); SETS],
             slots: vec![EMPTY; SETS * WAYS],
             overflow: Vec::new(),
+            long: None,
         }
     }
 }
@@ -166,6 +169,156 @@ impl IdsTable {
             slot.ids[0] = self.overflow.len() as u32;
             self.overflow.extend_from_slice(ids);
         }
+    }
+}
+
+/// Longest word of the long-word part of `IdsTable`, in bytes.
+pub const MAX_LONG_WORD: usize = 128;
+const LONG_SLOTS: usize = 1 << 14;
+/// Probes per lookup: a word lives in one of this many slots from its start slot.
+const LONG_PROBES: usize = 4;
+/// Bytes of keys kept (ids are bounded alike) before the long-word table starts over.
+const LONG_MAX_BYTES: usize = 1 << 20;
+
+/// The long words of `IdsTable`: the word's bytes and ids in two arenas, and open addressing
+/// over small entries that point into them. A lookup hashes the word once and compares the
+/// bytes of the (almost always one) entry with the same hash and length, so a hit is exact.
+/// An insert into a full probe window overwrites its first entry (the arenas keep the dead
+/// bytes until the whole table starts over, when they reach `LONG_MAX_BYTES`).
+struct LongIds {
+    slots: Box<[LongSlot]>,
+    keys: Vec<u8>,
+    ids: Vec<u32>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct LongSlot {
+    /// The word's hash; 0 marks an empty slot (`long_hash` is never 0).
+    hash: u64,
+    key_off: u32,
+    ids_off: u32,
+    key_len: u8,
+    n: u8,
+}
+
+/// A hash of a word of 1..=MAX_LONG_WORD bytes, never 0.
+#[inline]
+fn long_hash(word: &[u8]) -> u64 {
+    const M: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = (word.len() as u64).wrapping_mul(M);
+    let mut chunks = word.chunks_exact(8);
+    for c in &mut chunks {
+        let w = c.try_into().map_or(0, u64::from_le_bytes);
+        h = (h ^ w).wrapping_mul(M).rotate_left(29);
+    }
+    let mut t = 0u64;
+    for (i, &b) in chunks.remainder().iter().enumerate() {
+        t |= u64::from(b) << (8 * i);
+    }
+    h = (h ^ t).wrapping_mul(M);
+    (h ^ (h >> 32)) | 1
+}
+
+impl LongIds {
+    fn new() -> LongIds {
+        LongIds {
+            slots: vec![LongSlot::default(); LONG_SLOTS].into_boxed_slice(),
+            keys: Vec::new(),
+            ids: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn start(h: u64) -> usize {
+        (h >> 48) as usize & (LONG_SLOTS - 1)
+    }
+
+    #[inline]
+    fn get(&self, word: &[u8], out: &mut Vec<u32>) -> bool {
+        let h = long_hash(word);
+        let mut i = Self::start(h);
+        for _ in 0..LONG_PROBES {
+            let Some(s) = self.slots.get(i) else {
+                return false;
+            };
+            if s.hash == 0 {
+                return false;
+            }
+            if s.hash == h && usize::from(s.key_len) == word.len() {
+                let k = s.key_off as usize;
+                if self.keys.get(k..k + word.len()) == Some(word) {
+                    let a = s.ids_off as usize;
+                    return match self.ids.get(a..a + usize::from(s.n)) {
+                        Some(ids) => {
+                            out.extend_from_slice(ids);
+                            true
+                        }
+                        None => false,
+                    };
+                }
+            }
+            i = (i + 1) & (LONG_SLOTS - 1);
+        }
+        false
+    }
+
+    fn insert(&mut self, word: &[u8], ids: &[u32]) {
+        if word.len() <= MAX_WORD || word.len() > MAX_LONG_WORD || ids.len() > usize::from(u8::MAX)
+        {
+            return;
+        }
+        if self.keys.len() + word.len() > LONG_MAX_BYTES
+            || self.ids.len() + ids.len() > LONG_MAX_BYTES
+        {
+            self.slots.fill(LongSlot::default());
+            self.keys.clear();
+            self.ids.clear();
+        }
+        let h = long_hash(word);
+        let first = Self::start(h);
+        let mut at = first;
+        let mut i = first;
+        for _ in 0..LONG_PROBES {
+            match self.slots.get(i) {
+                Some(s) if s.hash != 0 => i = (i + 1) & (LONG_SLOTS - 1),
+                _ => {
+                    at = i;
+                    break;
+                }
+            }
+        }
+        let (Ok(key_off), Ok(ids_off)) = (
+            u32::try_from(self.keys.len()),
+            u32::try_from(self.ids.len()),
+        ) else {
+            return;
+        };
+        let Some(slot) = self.slots.get_mut(at) else {
+            return;
+        };
+        *slot = LongSlot {
+            hash: h,
+            key_off,
+            ids_off,
+            key_len: word.len() as u8,
+            n: ids.len() as u8,
+        };
+        self.keys.extend_from_slice(word);
+        self.ids.extend_from_slice(ids);
+    }
+}
+
+impl IdsTable {
+    /// Append the cached ids of a word of `MAX_WORD + 1..=MAX_LONG_WORD` bytes to `out`;
+    /// false when absent.
+    #[inline]
+    pub fn get_long(&self, word: &[u8], out: &mut Vec<u32>) -> bool {
+        self.long.as_ref().is_some_and(|l| l.get(word, out))
+    }
+
+    /// Remember the ids of a word of `MAX_WORD + 1..=MAX_LONG_WORD` bytes (not yet present).
+    pub fn insert_long(&mut self, word: &[u8], ids: &[u32]) {
+        self.long.get_or_insert_with(LongIds::new).insert(word, ids);
     }
 }
 
@@ -443,5 +596,48 @@ mod tests {
         out.clear();
         assert!(fresh.get(b"many ids here", &mut out));
         assert_eq!(out, long);
+    }
+
+    /// The long-word part answers a word with its own ids or not at all: many random words
+    /// of 17..=MAX_LONG_WORD bytes over two letters (so many share a length and most
+    /// bytes), far more than its slots, with the arena reset on the way.
+    #[test]
+    fn long_words_get_their_own_ids_or_none() {
+        let mut next = crate::test_rng(0x5EED_0F5C_A7E5_0004);
+        let mut t = IdsTable::default();
+        let mut out = Vec::new();
+        let words: Vec<Vec<u8>> = (0..60_000)
+            .map(|_| {
+                let n = MAX_WORD + 1 + (next() % (MAX_LONG_WORD - MAX_WORD) as u64) as usize;
+                (0..n).map(|_| b"ab"[(next() % 2) as usize]).collect()
+            })
+            .collect();
+        let ids_of = |w: &[u8]| -> Vec<u32> {
+            w.chunks(9)
+                .map(|c| c.iter().map(|&b| u32::from(b)).sum::<u32>() + c.len() as u32)
+                .collect()
+        };
+        let mut hits = 0;
+        for (i, w) in words.iter().enumerate() {
+            out.clear();
+            if t.get_long(w, &mut out) {
+                assert_eq!(out, ids_of(w));
+                hits += 1;
+            } else {
+                t.insert_long(w, &ids_of(w));
+            }
+            // A word inserted just before is found.
+            let prev = &words[i.saturating_sub(1)];
+            out.clear();
+            if t.get_long(prev, &mut out) {
+                assert_eq!(out, ids_of(prev));
+            }
+            out.clear();
+            assert!(t.get_long(w, &mut out));
+        }
+        // Short words never go to the long part.
+        t.insert_long(b"short", &[1]);
+        assert!(!t.get_long(b"short", &mut out));
+        assert!(hits < words.len());
     }
 }
