@@ -221,9 +221,9 @@ impl AddedVocabulary {
 
     /// The raw text cut at non-normalized added tokens: `(Some(id), range)` for a token,
     /// `(None, range)` for the text between (the whole text when nothing matches).
-    pub fn raw_segments(&self, text: &str) -> Vec<(Option<u32>, (usize, usize))> {
+    pub fn raw_segments(&self, text: &str) -> Result<Vec<(Option<u32>, (usize, usize))>> {
         if text.is_empty() {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         self.find_matches(text, &self.raw)
     }
@@ -253,10 +253,10 @@ impl AddedVocabulary {
 
     /// Like `raw_segments`, then the text between is cut at normalized added tokens too: what
     /// `extract_and_normalize` does when there is no normalizer (normalized text = raw text).
-    pub fn identity_segments(&self, text: &str) -> Vec<(Option<u32>, (usize, usize))> {
-        let raw = self.raw_segments(text);
+    pub fn identity_segments(&self, text: &str) -> Result<Vec<(Option<u32>, (usize, usize))>> {
+        let raw = self.raw_segments(text)?;
         if self.normalized.ac.is_none() {
-            return raw;
+            return Ok(raw);
         }
         let mut out = Vec::with_capacity(raw.len());
         for (id, (s, e)) in raw {
@@ -264,26 +264,34 @@ impl AddedVocabulary {
                 out.push((id, (s, e)));
                 continue;
             }
-            for (id2, (a, b)) in self.find_matches(&text[s..e], &self.normalized) {
+            let part = text
+                .get(s..e)
+                .ok_or_else(|| Error::other("added tokens: bad split"))?;
+            for (id2, (a, b)) in self.find_matches(part, &self.normalized)? {
                 if b > a {
                     out.push((id2, (s + a, s + b)));
                 }
             }
         }
-        out
+        Ok(out)
     }
 
-    fn find_matches(&self, s: &str, m: &Matcher) -> Vec<(Option<u32>, (usize, usize))> {
+    fn find_matches(&self, s: &str, m: &Matcher) -> Result<Vec<(Option<u32>, (usize, usize))>> {
         if s.is_empty() {
-            return vec![(None, (0, 0))];
+            return Ok(vec![(None, (0, 0))]);
         }
         let Some(ac) = &m.ac else {
-            return vec![(None, (0, s.len()))];
+            return Ok(vec![(None, (0, s.len()))]);
         };
         let mut out = Vec::new();
         let mut start_offset = 0;
         for mat in ac.find_iter(s) {
             let (mut start, mut stop) = (mat.start(), mat.end());
+            // A token that normalizes to "" matches between the bytes of a character; the
+            // reference fails on such a text (it panics, or reports a bad split), so do we.
+            if !s.is_char_boundary(start) || !s.is_char_boundary(stop) {
+                return Err(Error::other("added tokens: bad split"));
+            }
             let Some(&id) = m.ids.get(mat.pattern().as_usize()) else {
                 continue;
             };
@@ -320,12 +328,12 @@ impl AddedVocabulary {
         if start_offset != s.len() {
             out.push((None, (start_offset, s.len())));
         }
-        out
+        Ok(out)
     }
 
     fn split_with(&self, n: NormalizedString, m: &Matcher) -> Result<Vec<Split>> {
         let mut out = Vec::new();
-        for (id, (s, e)) in self.find_matches(n.get(), m) {
+        for (id, (s, e)) in self.find_matches(n.get(), m)? {
             let slice = n
                 .slice(s..e)
                 .ok_or_else(|| Error::other("added tokens: bad split"))?;

@@ -646,7 +646,7 @@ impl Core {
 
     /// The input cut at added tokens, for the fast paths (which run only when normalization
     /// is the identity or no added token is matched after it).
-    fn segments(&self, text: &str) -> Vec<(Option<u32>, (usize, usize))> {
+    fn segments(&self, text: &str) -> Result<Vec<(Option<u32>, (usize, usize))>> {
         if self.normalizer.is_none() {
             self.added.identity_segments(text)
         } else {
@@ -671,7 +671,7 @@ impl Core {
         if one {
             return piece(0, text, out);
         }
-        for (id, (s, e)) in self.segments(text) {
+        for (id, (s, e)) in self.segments(text)? {
             match id {
                 Some(id) => out.push(id),
                 None => piece(s, &text[s..e], out)?,
@@ -877,7 +877,7 @@ impl Core {
         mut piece: impl FnMut(&mut EncodingBuilder, usize, &str) -> Result<bool>,
     ) -> Result<bool> {
         let model = self.model.as_model();
-        for (id, (s, e)) in self.segments(text) {
+        for (id, (s, e)) in self.segments(text)? {
             if let Some(id) = id {
                 out.push_token(model, &Token::with_value(id, &text[s..e], 0, e - s), s);
                 out.word += 1;
