@@ -607,6 +607,45 @@ def test_bpe_notes_cases() -> None:
     assert_same(sp, pw, texts)
 
 
+def long_span_texts(seed: str) -> list[str]:
+    """Long stretches without spaces (the backtracking encoder), alone, indented, mixed
+    with characters that fall back to bytes, and space-free runs of real text."""
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    code = letters + "ABCXYZ_.()[]=0123456789"
+    odd = ["\u00e9", "\u4e2d", "\u6587", "\U0001f600", "\u0434", "\u0e01", "\x00", "\u2581"]
+    texts = []
+    for n in (33, 34, 40, 64, 100, 257, 1000, 5000):
+        texts.append("a" * n)
+        texts.append(rng.choice(letters) * n)
+        texts.append("".join(rng.choice(letters) for _ in range(n)))
+        texts.append("".join(rng.choice("ab") for _ in range(n)))
+        word = "".join(rng.choice(code) for _ in range(n))
+        texts.append(" " * rng.randint(2, 40) + word)
+        texts.append("x " + " " * rng.randint(1, 12) + word + " y")
+        texts.append(
+            "".join(
+                rng.choice(letters) if rng.random() < 0.9 else rng.choice(odd) for _ in range(n)
+            )
+        )
+        texts.append("".join(rng.choice(odd) for _ in range(n)))
+    for f in sorted((DATA / "corpora" / "wikipedia-mars").glob("*.txt")):
+        lines = [x for x in f.read_text(encoding="utf-8").splitlines() if len(x) > 40]
+        texts += rng.sample(lines, min(len(lines), 15))
+        texts += ["".join(x.split()) for x in rng.sample(lines, min(len(lines), 5))]
+    return texts
+
+
+@pytest.mark.parametrize("rel", ["llama2/tokenizer.model", "mistral-7b-v0.3/tokenizer.model.v3"])
+def test_long_spans_match_sentencepiece(rel: str) -> None:
+    path = need(rel)
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    pw = SentencePieceProcessor(model_file=str(path))
+    texts = long_span_texts(rel)
+    assert [pw.encode(t) for t in texts] == [sp.encode(t) for t in texts]
+    assert_same(sp, pw, texts, check_decode=False)
+
+
 # ---------------------------------------------------------------------------------------------
 # Hypothesis: Unicode corners
 

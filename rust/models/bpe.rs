@@ -3,7 +3,7 @@
 //! equal rank, one merge at a time; continuing_subword_prefix / end_of_word_suffix decoration;
 //! unk (optionally fused), byte fallback, ignore_merges and dropout.
 
-mod backtrack;
+pub(crate) mod backtrack;
 mod chars;
 pub mod engine;
 mod ids_cache;

@@ -15,6 +15,7 @@ use super::bpe_tables::{
 };
 use super::vocab::{PieceEntry, PieceType, Segmenter, SpPiece};
 use crate::error::{Error, Result};
+use crate::models::bpe::backtrack::{Backtrack, Lazy};
 use crate::models::bpe::engine::Word;
 use ahash::AHashMap;
 use std::cell::RefCell;
@@ -101,6 +102,13 @@ pub struct SpBpe {
     cut: Cut,
     /// Key of this model's per-thread span caches (`bpe_tables::with_span_table`).
     uid: u64,
+    /// The character of each virtual key (`kinds.len() + i`).
+    virtual_chars: Vec<char>,
+    /// The encoder for long spans (see `merge_long`), built on first use.
+    backtrack: Lazy,
+    /// Every multi-character mergeable piece containing `▁▁` is all `▁` and ranks after
+    /// every other one (Llama's whitespace runs; see `merge_space_run`).
+    space_runs_last: bool,
 }
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
@@ -134,6 +142,9 @@ enum Cut {
 /// to the heap engine.
 const _: () = assert!(SHORT >= 2);
 
+/// `▁` in UTF-8.
+const SPACE: &[u8] = "\u{2581}".as_bytes();
+
 fn byte_piece(b: u8) -> String {
     format!("<0x{b:02X}>")
 }
@@ -145,6 +156,8 @@ struct Scratch {
     rev: AHashMap<u32, (u32, u32)>,
     stack: Vec<(u32, usize, usize)>,
     out_ids: Vec<(u32, usize, usize)>,
+    /// `merge_long`: the byte ranges of a span's `DEAD` symbols.
+    dead: Vec<(usize, usize)>,
 }
 
 thread_local! {
@@ -231,6 +244,9 @@ impl SpBpe {
             has_unused: false,
             cut: Cut::Never,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
+            virtual_chars: Vec::new(),
+            backtrack: Lazy::default(),
+            space_runs_last: false,
         };
         let mut char_ids: AHashMap<char, u32> = AHashMap::new();
         let mut virtual_out: Vec<u32> = Vec::new();
@@ -308,6 +324,15 @@ impl SpBpe {
         // Keys and merged ids are below n + virtual_out.len() (< DEAD, checked above).
         sb.pairs = PairTable::new(&pairs, n + virtual_out.len() as u32);
         sb.chars = CharKeys::new(&char_ids);
+        sb.virtual_chars = vec!['\0'; virtual_out.len()];
+        for (&c, &k) in &char_ids {
+            if let Some(slot) = k
+                .checked_sub(n)
+                .and_then(|i| sb.virtual_chars.get_mut(i as usize))
+            {
+                *slot = c;
+            }
+        }
         sb.pieces = normal;
         sb.key_out = (0..n)
             .map(|k| match sb.kinds.get(k as usize) {
@@ -321,6 +346,25 @@ impl SpBpe {
             })
             .chain(virtual_out)
             .collect();
+        // The best (lowest) rank of a whitespace-run piece against the worst of the others.
+        let (mut runs_best, mut others_worst) = (u32::MAX, 0u32);
+        let mut runs_pure = true;
+        for (p, &rank) in pieces.iter().zip(&sb.ranks) {
+            let mergeable = matches!(
+                p.kind,
+                PieceType::Normal | PieceType::UserDefined | PieceType::Unused
+            );
+            if !mergeable || p.piece.chars().nth(1).is_none() {
+                continue;
+            }
+            if p.piece.contains("\u{2581}\u{2581}") {
+                runs_pure &= p.piece.chars().all(|c| c == '\u{2581}');
+                runs_best = runs_best.min(rank);
+            } else {
+                others_worst = others_worst.max(rank);
+            }
+        }
+        sb.space_runs_last = runs_pure && (runs_best == u32::MAX || runs_best > others_worst);
         sb.dead_is_unk =
             sb.user_defined.is_empty() && !sb.reserved.keys().any(|s| s.chars().nth(1).is_none());
         Ok(sb)
@@ -373,6 +417,9 @@ fn with_scratch<R>(mut f: impl FnMut(&mut Scratch) -> R) -> R {
         sc.word.trim();
         if sc.out_ids.capacity() > 1 << 16 {
             sc.out_ids = Vec::new();
+        }
+        if sc.dead.capacity() > 1 << 16 {
+            sc.dead = Vec::new();
         }
         r
     };
@@ -549,7 +596,7 @@ impl SpBpe {
             i += len;
         }
         if i < bytes.len() {
-            return self.merge_span_heap(text, base, sc);
+            return self.merge_long(text, base, sc);
         }
         let m = merge_short(&mut keys, &mut lens, n, &self.pairs, &self.ranks);
         let mut pos = 0usize;
@@ -558,6 +605,163 @@ impl SpBpe {
             let id = self.output_id(key, text.get(pos..end).unwrap_or(""));
             sc.out_ids.push((id, base + pos, base + end));
             pos = end;
+        }
+    }
+
+    /// The backtracking encoder (`models::bpe::backtrack`) over the pieces a stretch of live
+    /// symbols without `▁▁` can contain, when the model meets its preconditions.
+    ///
+    /// Why that vocabulary suffices: the merges of a stretch only ever form pieces whose
+    /// strings occur in it. A stretch between `DEAD` symbols holds no user-defined piece's
+    /// string (user-defined matching is tried at every one of its character boundaries), and
+    /// leaving out the pieces containing `▁▁` drops the whitespace runs that Llama-style
+    /// models score all alike (a piece tied with its own part breaks the encoder's
+    /// precondition, and the build would refuse the whole model). Both sets are closed under
+    /// taking substrings, so for a stretch without `▁▁` every merge candidate, and hence
+    /// the whole run, is the same with the smaller vocabulary. Ranks are the score ranks:
+    /// a pair's rank is its merged piece's, ties leftmost, which is the encoder's model of a
+    /// merge order. UNUSED pieces (resegmented from the merge history) get no encoder.
+    fn backtracker(&self) -> Option<&Backtrack> {
+        if self.has_unused {
+            return None;
+        }
+        self.backtrack.get_or_build(|| {
+            let n = self.kinds.len() as u32;
+            let chars: Vec<String> = self.virtual_chars.iter().map(|c| c.to_string()).collect();
+            let vocab = self
+                .pieces
+                .iter()
+                .filter(|&(s, &id)| {
+                    self.kind(id) != Some(PieceType::UserDefined) && !s.contains("\u{2581}\u{2581}")
+                })
+                .map(|(s, &id)| (s.as_str(), id))
+                .chain(
+                    chars
+                        .iter()
+                        .enumerate()
+                        .map(|(i, s)| (s.as_str(), n + i as u32)),
+                );
+            let rank = |m: u32| self.ranks.get(m as usize).copied().unwrap_or(u32::MAX);
+            Backtrack::build(
+                vocab,
+                |c| {
+                    let mut buf = [0u8; 4];
+                    let (key, _) = self.chars.at(c.encode_utf8(&mut buf).as_bytes(), 0);
+                    (key != DEAD).then_some(key)
+                },
+                |a, b| self.pairs.get(a, b).map(|m| (rank(m), m)),
+                self.pairs
+                    .entries()
+                    .into_iter()
+                    .map(|(l, r, m)| (l, r, rank(m))),
+            )
+        })
+    }
+
+    /// Merge a span of more than `SHORT` symbols. No merge involves a `DEAD` symbol, so the
+    /// stretches of live symbols between them merge independently (without UNUSED pieces the
+    /// order of merges across stretches changes no result): each goes to the backtracking
+    /// encoder, unless the span holds `▁▁` or the model has no encoder (then the heap).
+    fn merge_long(&self, text: &str, base: usize, sc: &mut Scratch) {
+        let Some(bt) = self.backtracker() else {
+            return self.merge_span_heap(text, base, sc);
+        };
+        let bytes = text.as_bytes();
+        sc.dead.clear();
+        let mut i = 0;
+        let mut prev_space = false;
+        while i < bytes.len() {
+            let (key, len) = self.symbol_at(bytes, i);
+            let len = len.max(1);
+            if key == DEAD {
+                sc.dead.push((i, i + len));
+                prev_space = false;
+            } else {
+                let space = bytes.get(i..i + 3) == Some(SPACE);
+                if space && prev_space {
+                    return self.merge_space_run(text, base, sc);
+                }
+                prev_space = space;
+            }
+            i += len;
+        }
+        let mut from = 0;
+        let mut k = 0;
+        loop {
+            let (s, e) = sc
+                .dead
+                .get(k)
+                .copied()
+                .unwrap_or((bytes.len(), bytes.len()));
+            if from < s {
+                let seg = bytes.get(from..s).unwrap_or_default();
+                let mut pos = base + from;
+                let start = sc.out_ids.len();
+                let out = &mut sc.out_ids;
+                let ok = bt.encode(seg, &mut sc.word.bt, |key, len| {
+                    let end = pos + len as usize;
+                    out.push((self.output_id(key, ""), pos, end));
+                    pos = end;
+                });
+                if !ok {
+                    sc.out_ids.truncate(start);
+                    let piece = text.get(from..s).unwrap_or_default();
+                    self.merge_span_heap(piece, base + from, sc);
+                }
+            }
+            if k >= sc.dead.len() {
+                break;
+            }
+            let piece = text.get(s..e).unwrap_or_default();
+            sc.out_ids
+                .push((self.output_id(DEAD, piece), base + s, base + e));
+            from = e;
+            k += 1;
+        }
+    }
+
+    /// Merge a long span that holds `▁▁`. A span cut before spaces is `▁^k B` with `B` free
+    /// of `▁`; with `space_runs_last` (and no user-defined pieces) its run is, exactly:
+    /// first every merge that makes no piece containing `▁▁` (they all rank before those
+    /// that do); none of them can touch the first k - 1 spaces (a piece `▁` + something
+    /// starting with `▁` contains `▁▁`), so they are the standalone run of `▁B`. Then only
+    /// whitespace-run pieces merge, among the first k - 1 spaces and the first symbol of
+    /// `▁B`'s result if that is a lone `▁` (nothing else there starts with `▁`): the
+    /// standalone run of those spaces. Anything else goes to the heap.
+    fn merge_space_run(&self, text: &str, base: usize, sc: &mut Scratch) {
+        let bytes = text.as_bytes();
+        let mut k = 0;
+        while bytes.get(k * 3..k * 3 + 3) == Some(SPACE) {
+            k += 1;
+        }
+        let tail = (k * 3).saturating_sub(3);
+        let rest = bytes.get(k * 3..).unwrap_or_default();
+        let simple = self.cut == Cut::BeforeSpace
+            && self.space_runs_last
+            && self.user_defined.is_empty()
+            && k >= 2
+            && !rest.is_empty()
+            && !rest.windows(3).any(|w| w == SPACE);
+        let (Some(head), Some(word)) = (text.get(..tail), text.get(tail..)) else {
+            return self.merge_span_heap(text, base, sc);
+        };
+        if !simple {
+            return self.merge_span_heap(text, base, sc);
+        }
+        let from = sc.out_ids.len();
+        // `▁B` has no `▁▁`, and a run of spaces alone goes to the heap: no deeper recursion.
+        self.merge_span(word, base + tail, sc);
+        let head = match sc.out_ids.get(from) {
+            Some(&(_, s, e)) if e - s == SPACE.len() => {
+                sc.out_ids.remove(from);
+                text.get(..tail + 3).unwrap_or(head)
+            }
+            _ => head,
+        };
+        let mid = sc.out_ids.len();
+        self.merge_span(head, base, sc);
+        if let Some(runs) = sc.out_ids.get_mut(from..) {
+            runs.rotate_left(mid - from);
         }
     }
 
@@ -1066,6 +1270,96 @@ mod tests {
             m.0.segment_whole(&t, &mut b).unwrap();
             assert_eq!(a, b, "{t:?}");
         }
+    }
+
+    /// A random vocabulary grown "training style" (pieces made of two earlier ones) over
+    /// `a b c ▁` and `é` (a character that is no piece, only part of some): scores mostly
+    /// falling, with ties (between unrelated pieces, and sometimes a piece tied with its own
+    /// part, which the encoder must refuse), some out of order, Llama-style ▁ runs all scored
+    /// alike, sometimes user-defined pieces and byte fallback.
+    fn random_model(next: &mut impl FnMut() -> u64) -> (SpBpe, Vec<PieceEntry>) {
+        let mut strs: Vec<String> = ["a", "b", "c", "\u{2581}", "é"].map(String::from).to_vec();
+        let mut specs: Vec<String> = Vec::new();
+        let mut score = -1.0f32;
+        let target = 5 + next() % 60;
+        let mut tries = 0;
+        while (specs.len() as u64) < target && tries < 500 {
+            tries += 1;
+            let l = &strs[(next() % strs.len() as u64) as usize];
+            let r = &strs[(next() % strs.len() as u64) as usize];
+            let t = format!("{l}{r}");
+            if t.chars().count() > 9 || strs.contains(&t) || t.contains("\u{2581}\u{2581}") {
+                continue;
+            }
+            match next() % 24 {
+                0..=1 => {}
+                2 => score = -((next() % 40) as f32),
+                _ => score -= 1.0,
+            }
+            specs.push(format!("{t}:{score}"));
+            strs.push(t);
+        }
+        if next() % 2 == 0 {
+            for k in 2..=1 + next() % 5 {
+                specs.push(format!("{}:-1e9", "\u{2581}".repeat(k as usize)));
+            }
+        }
+        if next() % 4 == 0 && strs.len() > 5 {
+            let t = &strs[5 + next() as usize % (strs.len() - 5)];
+            if let Some(spec) = specs.iter_mut().find(|s| s.starts_with(&format!("{t}:"))) {
+                *spec = format!("{t}:0:USER_DEFINED");
+            }
+        }
+        let refs: Vec<&str> = specs.iter().map(String::as_str).collect();
+        model_bf(&refs, "abc\u{2581}", next() % 3 == 0)
+    }
+
+    /// Long spans (the backtracking encoder) against the whole-string heap path, on random
+    /// vocabularies; most of them must get an encoder.
+    #[test]
+    fn long_spans_match_the_heap_on_random_vocabularies() {
+        let mut next = crate::test_rng(0x51ED_2701_9F3C_11A5);
+        let (mut built, mut long, mut runs) = (0, 0, 0);
+        for round in 0..1500 {
+            let m = random_model(&mut next);
+            if m.0.backtracker().is_some() {
+                built += 1;
+            }
+            for _ in 0..12 {
+                let len = 20 + (next() % 200) as usize;
+                let pattern: Vec<char> = (0..1 + next() % 6)
+                    .map(|_| ['a', 'b', 'c', 'a', 'b', '\u{2581}', 'é', 'x'][(next() % 8) as usize])
+                    .collect();
+                let mut t: String = (0..len)
+                    .map(|i| match next() % 4 {
+                        0 => ['a', 'b', 'c', '\u{2581}', 'é', 'x', 'a', 'b'][(next() % 8) as usize],
+                        _ => pattern[i % pattern.len()],
+                    })
+                    .collect();
+                if next() % 3 == 0 {
+                    // An indented long word: a run of spaces, then no space.
+                    t = "\u{2581}".repeat(1 + (next() % 40) as usize) + &t.replace('\u{2581}', "");
+                }
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                m.0.segment(&t, &mut a).unwrap();
+                m.0.segment_whole(&t, &mut b).unwrap();
+                assert_eq!(a, b, "round {round}, text {t:?}, pieces {:?}", m.1);
+                let mut ids = Vec::new();
+                m.0.segment_ids(&t, &mut ids).unwrap();
+                assert!(ids.iter().eq(b.iter().map(|p| &p.id)), "{t:?}");
+                long += usize::from(t.chars().count() > SHORT);
+                runs += usize::from(
+                    m.0.cut == Cut::BeforeSpace
+                        && m.0.space_runs_last
+                        && t.starts_with("\u{2581}\u{2581}")
+                        && t.chars().count() > SHORT,
+                );
+            }
+        }
+        assert!(runs > 300, "{runs}");
+        assert!(built > 500, "{built}");
+        assert!(built < 1400, "{built}");
+        assert!(long > 10_000, "{long}");
     }
 
     #[test]

@@ -159,6 +159,29 @@ impl PairTable {
         }
     }
 
+    /// Every entry as (left key, right key, merged id), in no particular order.
+    pub(super) fn entries(&self) -> Vec<(u32, u32, u32)> {
+        match self {
+            PairTable::Packed { slots, bits, .. } => {
+                let mask = (1u64 << bits) - 1;
+                slots
+                    .iter()
+                    .filter(|&&s| s != EMPTY)
+                    .map(|&s| {
+                        let id = (s & mask) as u32;
+                        let r = ((s >> bits) & mask) as u32;
+                        let l = (s >> (2 * bits)) as u32;
+                        (l, r, id)
+                    })
+                    .collect()
+            }
+            PairTable::Wide(m) => m
+                .iter()
+                .map(|(&k, &id)| ((k >> 32) as u32, k as u32, id))
+                .collect(),
+        }
+    }
+
     /// The merged piece of `(l, r)`, if the pair is a merge candidate.
     #[inline(always)]
     pub(super) fn get(&self, l: u32, r: u32) -> Option<u32> {
@@ -600,6 +623,11 @@ mod tests {
                 );
                 assert_eq!(t.get(l, r), want.get(&(l, r)).copied());
             }
+            let mut listed: Vec<_> = t.entries();
+            listed.sort_unstable();
+            let mut expect: Vec<_> = want.iter().map(|(&(l, r), &id)| (l, r, id)).collect();
+            expect.sort_unstable();
+            assert_eq!(listed, expect);
             assert_eq!(t.get(DEAD, 0), None);
             assert_eq!(t.get(0, DEAD), None);
         }

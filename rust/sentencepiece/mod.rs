@@ -547,15 +547,10 @@ impl SentencePiece {
     fn encode_ids_bpe(&self, bpe: &bpe::SpBpe, text: &str, out: &mut Vec<u32>) -> Result<()> {
         NORMALIZED.with(|cell| {
             let mut normalized = cell.take();
-            let r = SCRATCH.with(|sc_cell| {
-                let mut sc = sc_cell.take();
-                let r = self
-                    .normalizer
-                    .normalize(text, &mut normalized, &mut sc.n2o)
-                    .and_then(|()| bpe.segment_ids(&normalized, out));
-                sc_cell.set(sc);
-                r
-            });
+            let r = self
+                .normalizer
+                .normalize_text(text, &mut normalized)
+                .and_then(|()| bpe.segment_ids(&normalized, out));
             cell.set(normalized);
             r
         })

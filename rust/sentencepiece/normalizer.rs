@@ -97,6 +97,8 @@ fn bmp_code_point(s: &[u8]) -> Option<u32> {
 
 /// Where `normalize` writes the byte map: a `Vec<usize>`, or nothing (`NoAlign`).
 trait Align {
+    /// Whether the map is kept at all.
+    const KEEP: bool;
     fn push(&mut self, v: usize);
     fn repeat(&mut self, v: usize, n: usize);
     /// Push `lo..hi`.
@@ -108,6 +110,7 @@ trait Align {
 }
 
 impl Align for Vec<usize> {
+    const KEEP: bool = true;
     #[inline(always)]
     fn push(&mut self, v: usize) {
         Vec::push(self, v);
@@ -142,6 +145,7 @@ impl Align for Vec<usize> {
 struct NoAlign;
 
 impl Align for NoAlign {
+    const KEEP: bool = false;
     #[inline(always)]
     fn push(&mut self, _: usize) {}
     #[inline(always)]
@@ -315,6 +319,40 @@ impl SpNormalizer {
         self.normalize_with(input, normalized, &mut NoAlign)
     }
 
+    /// `normalize_text` without rules, user-defined pieces or whitespace removal (Llama's
+    /// "identity" normalizer): every character is its own normalization (a `str` is valid
+    /// UTF-8, so `normalize_prefix` would copy each character as it is) except the space,
+    /// which is escaped; plus the dummy prefix. What the general loop gives, without its
+    /// per-character steps.
+    fn normalize_identity(&self, input: &str, out: &mut String) {
+        let space = if self.escape_whitespaces {
+            SPACE_SYMBOL
+        } else {
+            " "
+        };
+        out.reserve(input.len() + input.len() / 2 + space.len());
+        if self.add_dummy_prefix && !self.treat_whitespace_as_suffix {
+            out.push_str(space);
+        }
+        if self.escape_whitespaces {
+            let mut run = 0;
+            for (k, &b) in input.as_bytes().iter().enumerate() {
+                if b == b' ' {
+                    // ASCII: `run` and `k` are character boundaries.
+                    out.push_str(input.get(run..k).unwrap_or_default());
+                    out.push_str(space);
+                    run = k + 1;
+                }
+            }
+            out.push_str(input.get(run..).unwrap_or_default());
+        } else {
+            out.push_str(input);
+        }
+        if self.add_dummy_prefix && self.treat_whitespace_as_suffix {
+            out.push_str(space);
+        }
+    }
+
     fn normalize_with<A: Align>(
         &self,
         input: &str,
@@ -325,6 +363,14 @@ impl SpNormalizer {
         norm_to_orig.clear();
         let mut inp = input.as_bytes();
         if inp.is_empty() {
+            return Ok(());
+        }
+        if !A::KEEP
+            && self.charsmap.is_empty()
+            && self.user_defined.is_none()
+            && !self.remove_extra_whitespaces
+        {
+            self.normalize_identity(input, normalized);
             return Ok(());
         }
         let mut consumed = 0usize;
@@ -538,7 +584,7 @@ mod tests {
     fn ascii_fast_path_matches_general_path() {
         // `prepare` turns the ASCII fast path on; without it the general path runs. Both
         // must agree on every setting.
-        let alphabet: Vec<char> = "ab  \u{3000}é\t.".chars().collect();
+        let alphabet: Vec<char> = "ab  \u{3000}é\t.\0😀\u{2581}".chars().collect();
         let mut x = 0x2545_F491_4F6C_DD1Du64;
         for flags in 0..16u32 {
             let general = SpNormalizer {
