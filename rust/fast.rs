@@ -212,7 +212,12 @@ pub(crate) fn for_each_meta_rest(
     // Start of the current piece (after its `▁`), if inside one.
     let mut start: Option<usize> = None;
     while let Some(&c) = b.get(i) {
-        let ws = whitespace_len(b, i);
+        // Only these bytes start whitespace (see `whitespace_len`): most bytes skip the match.
+        let ws = match c {
+            9..=13 | b' ' => 1,
+            0xC2 | 0xE1..=0xE3 => whitespace_len(b, i),
+            _ => 0,
+        };
         if ws > 0 {
             if let Some(s) = start.take() {
                 f(piece(s, i)?)?;
@@ -1310,9 +1315,10 @@ mod tests {
             }
             out
         }
-        let alphabet: Vec<char> = "ab \t\n▁é中\u{3000}\u{2009}\u{85}\u{a0}\u{2581}\u{2582}\u{1680}\u{200b}"
-            .chars()
-            .collect();
+        let alphabet: Vec<char> =
+            "ab \t\n▁é中\u{3000}\u{2009}\u{85}\u{a0}\u{2581}\u{2582}\u{1680}\u{200b}"
+                .chars()
+                .collect();
         let mut next = crate::test_rng(0xabcd_ef01);
         for _ in 0..20_000 {
             let len = (next() % 14) as usize;
@@ -1379,7 +1385,10 @@ mod tests {
                 assert_eq!(kept, t5.keeps_words(&text), "{text:?}");
             }
             if kept {
-                let want: Vec<&str> = text.split(char::is_whitespace).filter(|w| !w.is_empty()).collect();
+                let want: Vec<&str> = text
+                    .split(char::is_whitespace)
+                    .filter(|w| !w.is_empty())
+                    .collect();
                 assert_eq!(got, want, "{text:?}");
             }
         }

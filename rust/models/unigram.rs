@@ -84,12 +84,15 @@ struct LongWords {
 impl LongWords {
     fn entry(&self, h: u64, word: &str) -> Option<&Entry> {
         let e = self.entries.get(*self.index.get(&h)? as usize)?;
-        let key = self.keys.get(e.key as usize..(e.key + e.key_len) as usize)?;
+        let key = self
+            .keys
+            .get(e.key as usize..(e.key + e.key_len) as usize)?;
         (key == word.as_bytes()).then_some(e)
     }
 
     fn tokens(&self, e: &Entry) -> Option<&[Cached]> {
-        self.toks.get(e.toks as usize..(e.toks + e.toks_len) as usize)
+        self.toks
+            .get(e.toks as usize..(e.toks + e.toks_len) as usize)
     }
 
     fn get(&self, h: u64, word: &str, out: &mut Vec<Token>) -> bool {
@@ -746,9 +749,20 @@ mod tests {
     /// ids, each looked up several times (miss, then hits).
     #[test]
     fn meta_word_ids_equal_uncached_segmentation() {
-        let mut next = crate::test_rng(0x5eed_0f_4a11);
+        let mut next = crate::test_rng(0x005e_ed0f_4a11_u64);
         let mut vocab = vec![("<unk>".to_string(), -9.0)];
-        for p in ["a", "b", "c", "ab", "abc", "ba", "\u{2581}", "\u{2581}a", "\u{2581}ab", "é"] {
+        for p in [
+            "a",
+            "b",
+            "c",
+            "ab",
+            "abc",
+            "ba",
+            "\u{2581}",
+            "\u{2581}a",
+            "\u{2581}ab",
+            "é",
+        ] {
             vocab.push((p.to_string(), -((next() % 7) as f64) - 0.5));
         }
         let m = Unigram::new(vocab, Some(0), false).unwrap();

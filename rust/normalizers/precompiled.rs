@@ -223,7 +223,7 @@ fn starts_simple(text: &str) -> bool {
 
 /// What the rule walk produces: kept text and replacements, in order.
 trait Sink {
-    /// `part` (one character) is left as it is.
+    /// `part` (characters, each a cluster of its own) is left as it is.
     fn keep(&mut self, part: &str);
     /// `old` (a grapheme or one character) becomes `new`.
     fn replace(&mut self, old: &str, new: &str);
@@ -271,6 +271,27 @@ impl Precompiled {
         let mut i = 0;
         while i < bytes.len() {
             let b = bytes[i];
+            if self.fast_graphemes && b < 0x80 {
+                // A run of ASCII characters with no rule, each followed by an ASCII one (or
+                // the end) and none a CR before LF: what the branch below keeps one by one.
+                let mut j = i;
+                while let Some(&x) = bytes.get(j) {
+                    let keeps = x < 0x80
+                        && self.ascii.get(usize::from(x)).is_some_and(Option::is_none)
+                        && bytes
+                            .get(j + 1)
+                            .is_none_or(|&n| n < 0x80 && !(x == b'\r' && n == b'\n'));
+                    if !keeps {
+                        break;
+                    }
+                    j += 1;
+                }
+                if j > i {
+                    sink.keep(&text[i..j]);
+                    i = j;
+                    continue;
+                }
+            }
             let next = bytes.get(i + 1).copied();
             // An ASCII character is a grapheme of its own when what follows is ASCII too (or
             // nothing), except CR before LF; a non-ASCII follower may extend it.
