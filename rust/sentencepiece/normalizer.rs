@@ -217,7 +217,10 @@ impl SpNormalizer {
         }
         if let Some(cp) = bmp_code_point(bytes) {
             let n = if cp < 0x800 { 2 } else { 3 };
-            let bit = self.bmp_plain.get(cp as usize >> 6).map(|w| (w >> (cp & 63)) & 1);
+            let bit = self
+                .bmp_plain
+                .get(cp as usize >> 6)
+                .map(|w| (w >> (cp & 63)) & 1);
             if bit == Some(1) {
                 // No rule can match here: the character itself, as the search below finds.
                 return Some((input.get(at..at + n)?, n));
@@ -718,7 +721,11 @@ mod tests {
                     format!("a{c}\u{301}{c}{c}b"),
                     format!(" {c}\u{3099} {c}\u{ff9e}x\u{338}"),
                 ] {
-                    assert_eq!(norm(&fast, &text), norm(&general, &text), "U+{cp:04X} {file}");
+                    assert_eq!(
+                        norm(&fast, &text),
+                        norm(&general, &text),
+                        "U+{cp:04X} {file}"
+                    );
                 }
             }
             // The table does take most characters (and leaves the NFKC ones to the walk).
