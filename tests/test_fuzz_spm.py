@@ -38,13 +38,13 @@ def _case(seed: int, tmp_path, n_texts: int):
     cfg = F.random_config(rng, str(tmp_path))
     try:
         data = F.train(train_lines(600), cfg)
-    except RuntimeError as e:
+    except (RuntimeError, ValueError) as e:  # e.g. a drawn rule table maps a char to itself
         if "smaller than required_chars" not in str(e):
             return cfg, None, str(e)
         cfg["vocab_size"] += 600  # the draw's alphabet needs more room; keep the rest
         try:
             data = F.train(train_lines(600), cfg)
-        except RuntimeError as e2:
+        except (RuntimeError, ValueError) as e2:
             return cfg, None, str(e2)
     texts = F.random_texts(rng, n_texts, corpus_lines(300, seed=5))
     return cfg, F.model_differences(data, texts, rng), len(texts)
@@ -117,14 +117,13 @@ def test_sweep_mutated() -> None:
     for seed in range(10_000, 10_000 + 4 * N_SWEEP):
         ok, bad, n = _mutated(seed, 60)
         loaded += ok
-        refused += not ok
+        refused += not ok and not bad
         texts += n if ok else 0
         if bad:
             failed.append((seed, bad))
     print(
-        f"SWEEP spm mutated: {loaded + refused} models ({loaded} loaded by both, {refused} "
-        f"refused by both or differing), ~{texts // max(loaded, 1)} texts each; "
-        f"{len(failed)} differ"
+        f"SWEEP spm mutated: {4 * N_SWEEP} models ({loaded} loaded by both, {refused} "
+        f"refused by both), ~{texts // max(loaded, 1)} texts each; {len(failed)} differ"
     )
     assert not failed, "\n".join(f"{s}: {b[:3]!r}"[:1500] for s, b in failed[:5])
 
