@@ -95,6 +95,10 @@ pub struct AddedVocabulary {
     normalized: Matcher,
 }
 
+/// A piece of a text cut at added tokens: the token's id (or `None` for the text between)
+/// and its byte range.
+pub type Segment = (Option<u32>, (usize, usize));
+
 static STARTS_WITH_WORD: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"^\w").ok());
 static ENDS_WITH_WORD: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"\w$").ok());
 static SPACE_AT_START: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"^\s*").ok());
@@ -221,7 +225,7 @@ impl AddedVocabulary {
 
     /// The raw text cut at non-normalized added tokens: `(Some(id), range)` for a token,
     /// `(None, range)` for the text between (the whole text when nothing matches).
-    pub fn raw_segments(&self, text: &str) -> Result<Vec<(Option<u32>, (usize, usize))>> {
+    pub fn raw_segments(&self, text: &str) -> Result<Vec<Segment>> {
         if text.is_empty() {
             return Ok(Vec::new());
         }
@@ -253,7 +257,7 @@ impl AddedVocabulary {
 
     /// Like `raw_segments`, then the text between is cut at normalized added tokens too: what
     /// `extract_and_normalize` does when there is no normalizer (normalized text = raw text).
-    pub fn identity_segments(&self, text: &str) -> Result<Vec<(Option<u32>, (usize, usize))>> {
+    pub fn identity_segments(&self, text: &str) -> Result<Vec<Segment>> {
         let raw = self.raw_segments(text)?;
         if self.normalized.ac.is_none() {
             return Ok(raw);
@@ -276,7 +280,7 @@ impl AddedVocabulary {
         Ok(out)
     }
 
-    fn find_matches(&self, s: &str, m: &Matcher) -> Result<Vec<(Option<u32>, (usize, usize))>> {
+    fn find_matches(&self, s: &str, m: &Matcher) -> Result<Vec<Segment>> {
         if s.is_empty() {
             return Ok(vec![(None, (0, 0))]);
         }

@@ -646,7 +646,7 @@ impl Core {
 
     /// The input cut at added tokens, for the fast paths (which run only when normalization
     /// is the identity or no added token is matched after it).
-    fn segments(&self, text: &str) -> Result<Vec<(Option<u32>, (usize, usize))>> {
+    fn segments(&self, text: &str) -> Result<Vec<crate::added_vocabulary::Segment>> {
         if self.normalizer.is_none() {
             self.added.identity_segments(text)
         } else {

@@ -176,7 +176,9 @@ def random_decoder(rng: random.Random, depth: int = 0) -> Any:
     if k == "Replace":
         return D.Replace(_pick(rng, ["▁", " ", "a"]), _pick(rng, [" ", "", "▁"]))
     if k == "Strip":
-        return D.Strip(content=_pick(rng, [" ", "▁", "a"]), left=rng.randint(0, 2), right=rng.randint(0, 2))
+        return D.Strip(
+            content=_pick(rng, [" ", "▁", "a"]), left=rng.randint(0, 2), right=rng.randint(0, 2)
+        )
     if k == "WordPiece":
         return D.WordPiece(prefix=_pick(rng, ["##", "@@", ""]), cleanup=rng.random() < 0.5)
     if k == "None":
@@ -291,12 +293,13 @@ def _edit_model(rng: random.Random, data: dict) -> None:
                 nxt = max(vocab.values(), default=-1) + 1
                 for b in range(256):
                     vocab.setdefault(f"<0x{b:02X}>", nxt + b)
-    elif m["type"] == "Unigram":
-        if rng.random() < 0.3:
-            m["byte_fallback"] = True
-            if rng.random() < 0.8:
-                have = {p for p, _ in m["vocab"]}
-                m["vocab"] += [[f"<0x{b:02X}>", -20.0] for b in range(256) if f"<0x{b:02X}>" not in have]
+    elif m["type"] == "Unigram" and rng.random() < 0.3:
+        m["byte_fallback"] = True
+        if rng.random() < 0.8:
+            have = {p for p, _ in m["vocab"]}
+            m["vocab"] += [
+                [f"<0x{b:02X}>", -20.0] for b in range(256) if f"<0x{b:02X}>" not in have
+            ]
 
 
 def _added_tokens(rng: random.Random, tok: tokenizers.Tokenizer) -> None:
@@ -323,6 +326,28 @@ class TrainingFailed(Exception):
     """tokenizers' trainer refused (or panicked on) the drawn configuration."""
 
 
+def _file_settings(rng: random.Random, tok: tokenizers.Tokenizer) -> None:
+    """Truncation and padding stored in the file itself, sometimes."""
+    if rng.random() < 0.2:
+        try:
+            tok.enable_truncation(
+                max_length=rng.randint(2, 12),
+                stride=rng.randint(0, 1),
+                strategy=_pick(rng, ["longest_first", "only_first"]),
+                direction=_pick(rng, ["right", "left"]),
+            )
+        except ValueError:  # the stride does not fit beside the special tokens
+            tok.no_truncation()
+    if rng.random() < 0.2:
+        tok.enable_padding(
+            direction=_pick(rng, ["right", "left"]),
+            pad_id=rng.randint(0, 3),
+            pad_token=_pick(rng, ["[PAD]", "<pad>"]),
+            length=_pick(rng, [None, 8]),
+            pad_to_multiple_of=_pick(rng, [None, 3]),
+        )
+
+
 def random_pipeline(rng: random.Random, corpus: list[str]) -> str:
     """A trained tokenizer with random stages, as tokenizer.json text."""
     model = _pick(rng, ["BPE", "BPE", "WordPiece", "WordLevel", "Unigram"])
@@ -333,7 +358,7 @@ def random_pipeline(rng: random.Random, corpus: list[str]) -> str:
         tok.pre_tokenizer = random_pre_tokenizer(rng)
     try:
         _train(rng, corpus, tok, model)
-    except BaseException as e:  # noqa: BLE001 - tokenizers' trainers can panic
+    except BaseException as e:
         if isinstance(e, KeyboardInterrupt):
             raise
         raise TrainingFailed(repr(e)) from None
@@ -344,6 +369,7 @@ def random_pipeline(rng: random.Random, corpus: list[str]) -> str:
     if dec is not None:
         tok.decoder = dec
     _added_tokens(rng, tok)
+    _file_settings(rng, tok)
     data = json.loads(tok.to_str())
     _edit_model(rng, data)
     return json.dumps(data, ensure_ascii=False)
@@ -383,7 +409,7 @@ def random_texts(rng: random.Random, n: int, corpus: list[str]) -> list[str]:
 def _call(f, *args, **kwargs):
     try:
         return f(*args, **kwargs), None
-    except BaseException as e:  # noqa: BLE001 - a panic in tokenizers is a BaseException
+    except BaseException as e:
         if isinstance(e, KeyboardInterrupt):
             raise
         return None, f"{type(e).__name__}: {str(e)[:120]}"
@@ -439,15 +465,21 @@ def differences(data: str, texts: list[str], rng: random.Random) -> list[tuple]:
     if got[1]:
         return [("load", got[1])]
     ours = got[0]
+    # the ids-only entry points never pad: their oracle is the file without its padding
+    unpadded = tokenizers.Tokenizer.from_str(data)
+    unpadded.no_padding()
     bad: list[tuple] = []
     if theirs.get_vocab_size() != ours.get_vocab_size():
         bad.append(("vocab size", theirs.get_vocab_size(), ours.get_vocab_size()))
     if theirs.get_vocab() != ours.get_vocab():
         bad.append(("get_vocab",))
+    for attr in ("padding", "truncation"):
+        if getattr(theirs, attr) != getattr(ours, attr):
+            bad.append((attr, getattr(theirs, attr), getattr(ours, attr)))
     for t in texts:
         for special in (True, False):
             bad += _compare_encode(theirs, ours, "single", t, add_special_tokens=special)
-            a = _call(lambda: theirs.encode(t, add_special_tokens=special).ids)
+            a = _call(lambda t=t, s=special: unpadded.encode(t, add_special_tokens=s).ids)
             b = _call(ours.encode_ids, t, special)
             if a != b and not (a[1] and b[1]):
                 bad.append(("encode_ids", t, special, a, b))
@@ -458,18 +490,25 @@ def differences(data: str, texts: list[str], rng: random.Random) -> list[tuple]:
             continue
         ids = enc[0].ids
         for skip in (True, False):
-            a, b = _call(theirs.decode, ids, skip_special_tokens=skip), _call(ours.decode, ids, skip)
+            a, b = (
+                _call(theirs.decode, ids, skip_special_tokens=skip),
+                _call(ours.decode, ids, skip),
+            )
             if a != b and not (a[1] and b[1]):
                 bad.append(("decode", t, pair, skip, a, b))
         if len(bad) > 20:
             return bad
     # the ids-only batch entry points
     plain = [t for t in texts if "\ud800" not in t]
-    want_all = _call(lambda: [e.ids for e in theirs.encode_batch(plain)])
-    for what, f in () if want_all[1] else (
-        ("encode_batch_ids", ours.encode_batch_ids),
-        ("encode_batch_flat", lambda x: ours.encode_batch_flat(x).to_list()),
-        ("count_tokens", lambda x: [[0] * n for n in ours.count_tokens(x)]),
+    want_all = _call(lambda: [e.ids for e in unpadded.encode_batch(plain)])
+    for what, f in (
+        ()
+        if want_all[1]
+        else (
+            ("encode_batch_ids", ours.encode_batch_ids),
+            ("encode_batch_flat", lambda x: ours.encode_batch_flat(x).to_list()),
+            ("count_tokens", lambda x: [[0] * n for n in ours.count_tokens(x)]),
+        )
     ):
         got = _call(f, plain)
         want = want_all[0]
@@ -487,7 +526,10 @@ def differences(data: str, texts: list[str], rng: random.Random) -> list[tuple]:
     for _ in range(10):
         ids = [rng.randrange(size + 3) for _ in range(rng.randint(0, 12))]
         for skip in (True, False):
-            a, b = _call(theirs.decode, ids, skip_special_tokens=skip), _call(ours.decode, ids, skip)
+            a, b = (
+                _call(theirs.decode, ids, skip_special_tokens=skip),
+                _call(ours.decode, ids, skip),
+            )
             if a != b and not (a[1] and b[1]):
                 bad.append(("decode random", ids, skip, a, b))
         a = _call(theirs.decode_batch, [ids, ids[::-1]])
@@ -526,6 +568,9 @@ def differences(data: str, texts: list[str], rng: random.Random) -> list[tuple]:
         if bool(ea[1]) != bool(eb[1]):
             bad.append(("configure", trunc, pad, ea, eb))
             continue
+        for attr in ("padding", "truncation"):
+            if getattr(theirs, attr) != getattr(ours, attr):
+                bad.append((attr, trunc, pad, getattr(theirs, attr), getattr(ours, attr)))
         if ea[1]:
             continue
         sample = rng.sample(texts, min(len(texts), 8))
@@ -553,6 +598,11 @@ def differences(data: str, texts: list[str], rng: random.Random) -> list[tuple]:
 # changed probe where a fast path's conditions and the general pipeline part.
 
 _GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+# what piecework's from_tiktoken writes for cl100k_base (its hand-written split's trigger)
+_CL100K_ONIG = (
+    r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|(?>\p{N}{1,3})| ?[^\s\p{L}\p{N}]++[\r\n]*+"
+    r"|\s++\z|\s*[\r\n]|\s+(?!\S)|\s"
+)
 _CL100K_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -584,11 +634,14 @@ def _byte_level(rng: random.Random) -> tokenizers.Tokenizer:
     if r < 0.5:
         tok.pre_tokenizer = P.ByteLevel(add_prefix_space=aps, use_regex=True, trim_offsets=trim)
     else:
-        pat = _pick(rng, [_GPT2_SPLIT, _CL100K_SPLIT])
+        pat = _pick(rng, [_GPT2_SPLIT, _CL100K_SPLIT, _CL100K_ONIG, _CL100K_ONIG])
         tok.pre_tokenizer = P.Sequence(
             [
-                P.Split(Regex(pat), behavior=_pick(rng, ["isolated", "isolated", "removed"]),
-                        invert=False),
+                P.Split(
+                    Regex(pat),
+                    behavior=_pick(rng, ["isolated", "isolated", "removed"]),
+                    invert=False,
+                ),
                 P.ByteLevel(add_prefix_space=aps, use_regex=False, trim_offsets=trim),
             ]
         )
@@ -617,9 +670,7 @@ def _t5(rng: random.Random) -> tokenizers.Tokenizer:
     if PRECOMPILED and rng.random() < 0.8:
         tok.normalizer = N.Precompiled(_pick(rng, PRECOMPILED))
         if rng.random() < 0.3:
-            tok.normalizer = N.Sequence(
-                [tok.normalizer, N.Replace(Regex(" {2,}"), " ")]
-            )
+            tok.normalizer = N.Sequence([tok.normalizer, N.Replace(Regex(" {2,}"), " ")])
     metaspace = P.Metaspace(
         replacement="▁", prepend_scheme=_pick(rng, ["always", "first", "never"]), split=True
     )
@@ -633,21 +684,28 @@ def near_fast_path_pipeline(rng: random.Random, corpus: list[str]) -> str:
     kind = _pick(rng, ["bert", "byte_level", "llama", "t5"])
     tok = {"bert": _bert, "byte_level": _byte_level, "llama": _llama, "t5": _t5}[kind](rng)
     vocab_size = _pick(rng, [150, 400, 1000, 2000])
+    canonical = {"bert": "WordPiece", "byte_level": "BPE", "llama": "BPE", "t5": "Unigram"}[kind]
+    model = canonical
+    if rng.random() < 0.35:
+        # the same pipeline over another model: a fast path keyed on the pipeline alone
+        model = _pick(rng, ["BPE", "WordPiece", "WordLevel", "Unigram"])
+        tok.model = _model(rng, model)
     try:
-        if kind == "bert":
+        if model == "WordPiece":
             trainer = T.WordPieceTrainer(
                 vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False
             )
-        elif kind == "byte_level":
-            trainer = T.BpeTrainer(
-                vocab_size=vocab_size + 256,
-                special_tokens=SPECIALS,
-                initial_alphabet=P.ByteLevel.alphabet(),
-                show_progress=False,
-            )
-        elif kind == "llama":
-            trainer = T.BpeTrainer(
+        elif model == "WordLevel":
+            trainer = T.WordLevelTrainer(
                 vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False
+            )
+        elif model == "BPE":
+            extra = {"initial_alphabet": P.ByteLevel.alphabet()} if kind == "byte_level" else {}
+            trainer = T.BpeTrainer(
+                vocab_size=vocab_size + (256 if extra else 0),
+                special_tokens=SPECIALS,
+                show_progress=False,
+                **extra,
             )
         else:
             trainer = T.UnigramTrainer(
@@ -657,7 +715,7 @@ def near_fast_path_pipeline(rng: random.Random, corpus: list[str]) -> str:
                 show_progress=False,
             )
         tok.train_from_iterator(corpus, trainer)
-    except BaseException as e:  # noqa: BLE001 - tokenizers' trainers can panic
+    except BaseException as e:
         if isinstance(e, KeyboardInterrupt):
             raise
         raise TrainingFailed(repr(e)) from None
@@ -682,21 +740,29 @@ def near_fast_path_pipeline(rng: random.Random, corpus: list[str]) -> str:
         tok.decoder = D.ByteLevel()
     elif kind == "llama":
         tok.post_processor = PP.TemplateProcessing(
-            single="<s> $A", pair="<s> $A <s> $B:1", special_tokens=[("<s>", tok.token_to_id("<s>"))]
+            single="<s> $A",
+            pair="<s> $A <s> $B:1",
+            special_tokens=[("<s>", tok.token_to_id("<s>"))],
         )
         tok.decoder = D.Sequence(
             [D.Replace("▁", " "), D.ByteFallback(), D.Fuse(), D.Strip(content=" ", left=1)]
         )
     else:
         tok.post_processor = PP.TemplateProcessing(
-            single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))]
+            single="$A </s>",
+            pair="$A </s> $B </s>",
+            special_tokens=[("</s>", tok.token_to_id("</s>"))],
         )
         tok.decoder = D.Metaspace(prepend_scheme=_pick(rng, ["always", "first", "never"]))
     if rng.random() < 0.6:
         _added_tokens(rng, tok)
+    _file_settings(rng, tok)
     data = json.loads(tok.to_str())
     m = data["model"]
-    if kind == "llama" or (kind == "t5" and rng.random() < 0.3):
+    if (kind == "llama" or (kind == "t5" and rng.random() < 0.3)) and m["type"] in (
+        "BPE",
+        "Unigram",
+    ):
         if m["type"] == "BPE":
             nxt = max(m["vocab"].values(), default=-1) + 1
             for b in range(256):
@@ -705,16 +771,37 @@ def near_fast_path_pipeline(rng: random.Random, corpus: list[str]) -> str:
             m["fuse_unk"] = rng.random() < 0.8
         else:
             have = {p for p, _ in m["vocab"]}
-            m["vocab"] += [[f"<0x{b:02X}>", -30.0] for b in range(256) if f"<0x{b:02X}>" not in have]
+            m["vocab"] += [
+                [f"<0x{b:02X}>", -30.0] for b in range(256) if f"<0x{b:02X}>" not in have
+            ]
             m["byte_fallback"] = rng.random() < 0.8
-    if kind == "byte_level":
+    if kind == "byte_level" and m["type"] == "BPE":
         m["ignore_merges"] = rng.random() < 0.3
     return json.dumps(data, ensure_ascii=False)
+
+
+_WORDS = ["the", "The", "THE", "cat", "I", "don", "won", "it", "x", "naïve", "Über", "日本"]
+_BITS = ["'s", "'S", "'ll", "'LL", "'re", "'ve", "'d", "'m", "'t", "'", "''", "n't"]
+_BITS += ["1", "12", "123", "1234", "12345", "3.14", "٣", "½", "...", "!!", "?!", "--", "-"]
+_BITS += [" ", "  ", "   ", "\t", "\n", "\r\n", "\n\n", " \n", "\r", "\u00a0", "\u3000", "\x0b"]
+
+
+def english_texts(rng: random.Random, n: int) -> list[str]:
+    """Contractions in every case, digit runs of every length, punctuation runs, and every
+    mix of spaces and line breaks: what the byte-level splits (GPT-2, cl100k) decide on."""
+    out = []
+    for _ in range(n):
+        parts = [
+            _pick(rng, _WORDS if rng.random() < 0.4 else _BITS) for _ in range(rng.randint(1, 14))
+        ]
+        out.append("".join(parts))
+    return out
 
 
 def long_texts(rng: random.Random, corpus: list[str]) -> list[str]:
     """Words of hundreds of bytes (the BPE backtracking and cache limits), long runs."""
     out = ["a" * 300, "ab" * 200, "é" * 150, "😀" * 80, " " * 50, "\n" * 20, "1" * 40]
+    out += english_texts(rng, 30)
     for _ in range(4):
         line = _pick(rng, corpus)
         out.append(line.replace(" ", "")[:600])
@@ -737,7 +824,9 @@ def corpus(data_dir, n: int, seed: int) -> list[str]:
         p = data_dir / rel
         if not p.exists():
             continue
-        pool = [x for x in p.read_text(encoding="utf-8", errors="replace").splitlines() if x.strip()]
+        pool = [
+            x for x in p.read_text(encoding="utf-8", errors="replace").splitlines() if x.strip()
+        ]
         out += random.Random(f"{seed}:{rel}").sample(pool, min(len(pool), max(1, int(n * share))))
     random.Random(seed).shuffle(out)
     return out

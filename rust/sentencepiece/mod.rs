@@ -698,16 +698,18 @@ impl SentencePiece {
 
     // ---- decoding ----
 
-    /// Decode ids (each must be `< piece_size()`).
+    /// Decode ids (each must be `< piece_size()`). Each piece's kind is its id's: a model may
+    /// hold one string twice (a NORMAL `<0x41>` beside the BYTE one), and sentencepiece
+    /// decodes ids without looking their strings up again.
     pub fn decode_ids(&self, ids: &[u32]) -> Result<String> {
-        let mut pieces = Vec::with_capacity(ids.len());
+        let mut items = Vec::with_capacity(ids.len());
         for &id in ids {
-            pieces.push(
-                self.id_to_piece(id)
-                    .ok_or_else(|| Error::other(format!("piece id is out of range: {id}")))?,
-            );
+            let piece = self
+                .id_to_piece(id)
+                .ok_or_else(|| Error::other(format!("piece id is out of range: {id}")))?;
+            items.push((piece, id));
         }
-        self.decode_pieces(&pieces)
+        self.decode_items(&items)
     }
 
     /// Decode piece strings as `SentencePieceProcessor::Decode` does: control pieces vanish,
@@ -716,6 +718,15 @@ impl SentencePiece {
     /// ▁ becomes a space, and the first ▁ of the text is dropped when the model adds a dummy
     /// prefix or removes extra whitespace.
     pub fn decode_pieces(&self, pieces: &[&str]) -> Result<String> {
+        let items: Vec<(&str, u32)> = pieces
+            .iter()
+            .map(|&p| (p, self.lookup.piece_to_id(p)))
+            .collect();
+        self.decode_items(&items)
+    }
+
+    /// `decode_pieces` over (piece, id) pairs, the id deciding the piece's kind.
+    fn decode_items(&self, items: &[(&str, u32)]) -> Result<String> {
         let mut text = String::new();
         let mut byte_run: Vec<u8> = Vec::new();
         let mut is_bos_ws = true;
@@ -723,8 +734,7 @@ impl SentencePiece {
         let strip_first =
             self.data.normalizer.add_dummy_prefix || self.data.normalizer.remove_extra_whitespaces;
         let unk_surface = self.data.unk_surface.as_deref().unwrap_or(" \u{2047} ");
-        for &piece in pieces {
-            let id = self.lookup.piece_to_id(piece);
+        for &(piece, id) in items {
             let kind = self.piece_type(id);
             if kind == Some(PieceType::Byte) {
                 byte_run.push(
