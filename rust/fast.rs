@@ -283,30 +283,24 @@ pub(crate) fn ascii_meta_words(
 /// The `▁`-escaped form of `piece` (spaces replaced, `▁` prepended when asked), into `buf`.
 pub(crate) fn meta_escape(piece: &str, prepend: bool, buf: &mut String) {
     buf.clear();
+    let bytes = piece.as_bytes();
+    let spaces = bytes.iter().filter(|&&b| b == b' ').count();
+    // One allocation at most: each space grows by two bytes, the prepended `▁` is three.
+    buf.reserve(piece.len() + 2 * spaces + 3);
     if prepend {
         buf.push('\u{2581}');
     }
-    let bytes = piece.as_bytes();
-    let spaces = bytes.iter().filter(|&&b| b == b' ').count();
-    if spaces == 0 {
-        buf.push_str(piece);
-        return;
-    }
-    // A byte loop into the buffer's bytes: code is full of space runs, where a substring
-    // search or a string append per space costs far more than the copy. Replacing ASCII
-    // spaces by `▁` keeps the bytes UTF-8, so the conversion back never fails (if it did,
-    // the lossy copy would still be a string, never a panic).
-    let mut v = std::mem::take(buf).into_bytes();
-    v.reserve(piece.len() + 2 * spaces);
-    for &b in bytes {
+    // A byte loop: code is full of space runs, where a substring search per space costs
+    // more than the copy. A space is a char boundary, so every slice here is one.
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
         if b == b' ' {
-            v.extend_from_slice("\u{2581}".as_bytes());
-        } else {
-            v.push(b);
+            buf.push_str(piece.get(start..i).unwrap_or_default());
+            buf.push('\u{2581}');
+            start = i + 1;
         }
     }
-    *buf =
-        String::from_utf8(v).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    buf.push_str(piece.get(start..).unwrap_or_default());
 }
 
 thread_local! {
