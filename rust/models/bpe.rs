@@ -795,6 +795,27 @@ impl Bpe {
     }
 
     /// The initial symbols of `w` (one per character, decorated), then the merges.
+    /// A character with no token: it joins the pending unknown run `unk` (fused) or flushes
+    /// it and starts its own; without an unk token it is dropped (the run stays as it is).
+    fn unknown_char(
+        &self,
+        word: &mut Word,
+        unk: Option<(u32, u32)>,
+        byte_len: u32,
+    ) -> Result<Option<(u32, u32)>> {
+        let Some(unk_token) = &self.unk_token else {
+            return Ok(unk);
+        };
+        Ok(match (unk, self.fuse_unk) {
+            (Some((uid, ulen)), true) => Some((uid, ulen + byte_len)),
+            (Some((uid, ulen)), false) => {
+                word.push(uid, ulen);
+                Some((self.unk_id(unk_token)?, byte_len))
+            }
+            (None, _) => Some((self.unk_id(unk_token)?, byte_len)),
+        })
+    }
+
     fn merge_word(&self, w: &str, word: &mut Word, buf: &mut String, random: bool) -> Result<()> {
         if !random && self.backtrack_word(w.as_bytes(), word) {
             return Ok(());
@@ -838,16 +859,7 @@ impl Bpe {
                     continue;
                 }
             }
-            if let Some(unk_token) = &self.unk_token {
-                unk = match (unk, self.fuse_unk) {
-                    (Some((uid, ulen)), true) => Some((uid, ulen + byte_len)),
-                    (Some((uid, ulen)), false) => {
-                        word.push(uid, ulen);
-                        Some((self.unk_id(unk_token)?, byte_len))
-                    }
-                    (None, _) => Some((self.unk_id(unk_token)?, byte_len)),
-                };
-            }
+            unk = self.unknown_char(word, unk, byte_len)?;
             // No unk token: the character is dropped.
         }
         if let Some((uid, ulen)) = unk {
@@ -1145,16 +1157,7 @@ impl Bpe {
                 }
                 continue;
             }
-            if let Some(unk_token) = &self.unk_token {
-                unk = match (unk, self.fuse_unk) {
-                    (Some((uid, ulen)), true) => Some((uid, ulen + byte_len)),
-                    (Some((uid, ulen)), false) => {
-                        word.push(uid, ulen);
-                        Some((self.unk_id(unk_token)?, byte_len))
-                    }
-                    (None, _) => Some((self.unk_id(unk_token)?, byte_len)),
-                };
-            }
+            unk = self.unknown_char(word, unk, byte_len)?;
         }
         if let Some((uid, ulen)) = unk {
             word.push(uid, ulen);
