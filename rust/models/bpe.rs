@@ -1352,30 +1352,46 @@ mod tests {
     /// With one token per id, the scan merge gives the heap merge's result, though different
     /// pairs make the same token (`ab`+`c` and `a`+`bc`): random string-built merge tables,
     /// shared ranks included (tiktoken order), random words.
+    /// Tokens in id order, the vocabulary and the merges of a generated model.
+    type MergeTable = (Vec<String>, AHashMap<String, u32>, Vec<(String, String)>);
+
+    /// A random merge table over `seeds`: `tries` draws of two known tokens whose joined
+    /// length is at most `max_len`, each new pair a merge (its result a new token unless the
+    /// string is already one). Returns the tokens in id order, the vocabulary and the merges.
+    fn random_merges(
+        next: &mut impl FnMut() -> u64,
+        seeds: &[&str],
+        tries: usize,
+        max_len: usize,
+    ) -> MergeTable {
+        let mut tokens: Vec<String> = seeds.iter().map(|t| t.to_string()).collect();
+        let mut vocab: AHashMap<String, u32> = AHashMap::new();
+        for (i, t) in tokens.iter().enumerate() {
+            vocab.insert(t.clone(), i as u32);
+        }
+        let mut merges = Vec::new();
+        for _ in 0..tries {
+            let a = tokens[(next() % tokens.len() as u64) as usize].clone();
+            let b = tokens[(next() % tokens.len() as u64) as usize].clone();
+            if a.len() + b.len() > max_len || merges.contains(&(a.clone(), b.clone())) {
+                continue;
+            }
+            let ab = format!("{a}{b}");
+            if !vocab.contains_key(&ab) {
+                vocab.insert(ab.clone(), tokens.len() as u32);
+                tokens.push(ab);
+            }
+            merges.push((a, b));
+        }
+        (tokens, vocab, merges)
+    }
+
     #[test]
     fn small_merge_matches_heap_merge_on_string_tables() {
         let mut next = crate::test_rng(0x5EED_0F5C_A7E5_0001);
         let mut shared_tables = 0;
         for round in 0..60 {
-            let mut tokens: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
-            let mut vocab: AHashMap<String, u32> = AHashMap::new();
-            for (i, t) in tokens.iter().enumerate() {
-                vocab.insert(t.clone(), i as u32);
-            }
-            let mut merges = Vec::new();
-            for _ in 0..40 {
-                let a = tokens[(next() % tokens.len() as u64) as usize].clone();
-                let b = tokens[(next() % tokens.len() as u64) as usize].clone();
-                if a.len() + b.len() > 6 || merges.contains(&(a.clone(), b.clone())) {
-                    continue;
-                }
-                let ab = format!("{a}{b}");
-                if !vocab.contains_key(&ab) {
-                    vocab.insert(ab.clone(), tokens.len() as u32);
-                    tokens.push(ab);
-                }
-                merges.push((a, b));
-            }
+            let (_, vocab, merges) = random_merges(&mut next, &["a", "b", "c"], 40, 6);
             let results: std::collections::HashSet<String> =
                 merges.iter().map(|(a, b)| format!("{a}{b}")).collect();
             shared_tables += usize::from(results.len() < merges.len());
@@ -1822,25 +1838,7 @@ mod tests {
     fn array_merge_matches_heap_merge_on_string_tables() {
         let mut next = crate::test_rng(0x5EED_0F5C_A7E5_0002);
         for round in 0..60 {
-            let mut tokens: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
-            let mut vocab: AHashMap<String, u32> = AHashMap::new();
-            for (i, t) in tokens.iter().enumerate() {
-                vocab.insert(t.clone(), i as u32);
-            }
-            let mut merges = Vec::new();
-            for _ in 0..40 {
-                let a = tokens[(next() % tokens.len() as u64) as usize].clone();
-                let b = tokens[(next() % tokens.len() as u64) as usize].clone();
-                if a.len() + b.len() > 8 || merges.contains(&(a.clone(), b.clone())) {
-                    continue;
-                }
-                let ab = format!("{a}{b}");
-                if !vocab.contains_key(&ab) {
-                    vocab.insert(ab.clone(), tokens.len() as u32);
-                    tokens.push(ab);
-                }
-                merges.push((a, b));
-            }
+            let (tokens, vocab, merges) = random_merges(&mut next, &["a", "b", "c"], 40, 8);
             let mut bpe = Bpe::build(vocab, merges, None, None).unwrap();
             if round % 2 == 1 {
                 bpe.rank_merges_by_result();
@@ -2010,27 +2008,8 @@ mod tests {
         let alphabet = ['a', 'b', '▁', 'c', 'é', '火', 'z'];
         let (mut arrays, mut heaps) = (0, 0);
         for round in 0..48 {
-            let mut tokens: Vec<String> = ["a", "b", "▁", "c", "<unk>", "<0xC3>", "<0xA9>"]
-                .map(String::from)
-                .to_vec();
-            let mut vocab: AHashMap<String, u32> = AHashMap::new();
-            for (i, t) in tokens.iter().enumerate() {
-                vocab.insert(t.clone(), i as u32);
-            }
-            let mut merges = Vec::new();
-            for _ in 0..60 {
-                let a = tokens[(next() % tokens.len() as u64) as usize].clone();
-                let b = tokens[(next() % tokens.len() as u64) as usize].clone();
-                if a.len() + b.len() > 12 || merges.contains(&(a.clone(), b.clone())) {
-                    continue;
-                }
-                let ab = format!("{a}{b}");
-                if !vocab.contains_key(&ab) {
-                    vocab.insert(ab.clone(), tokens.len() as u32);
-                    tokens.push(ab);
-                }
-                merges.push((a, b));
-            }
+            let seeds = ["a", "b", "▁", "c", "<unk>", "<0xC3>", "<0xA9>"];
+            let (_, mut vocab, merges) = random_merges(&mut next, &seeds, 60, 12);
             if round % 4 == 3 {
                 // A second string for an existing id: no array merge.
                 vocab.insert("shared".into(), 3);
