@@ -123,20 +123,32 @@ impl LongWords {
         if word.len() >= CACHE_MAX_WORD || self.index.contains_key(&h) {
             return;
         }
+        let toks = ids.iter().map(|&id| Cached {
+            id,
+            start: 0,
+            end: 0,
+        });
+        self.insert(h, word, true, toks);
+    }
+
+    /// Append `word`'s entry (its key bytes and tokens in the slabs), emptying a full map first.
+    fn insert(
+        &mut self,
+        h: u64,
+        word: &str,
+        ids_only: bool,
+        toks: impl ExactSizeIterator<Item = Cached>,
+    ) {
         self.make_room();
         let e = Entry {
             key: self.keys.len() as u32,
             key_len: word.len() as u32,
             toks: self.toks.len() as u32,
-            toks_len: ids.len() as u32,
-            ids_only: true,
+            toks_len: toks.len() as u32,
+            ids_only,
         };
         self.keys.extend_from_slice(word.as_bytes());
-        self.toks.extend(ids.iter().map(|&id| Cached {
-            id,
-            start: 0,
-            end: 0,
-        }));
+        self.toks.extend(toks);
         let i = self.entries.len() as u32;
         self.entries.push(e);
         self.index.insert(h, i);
@@ -157,23 +169,13 @@ impl LongWords {
         if tokens.iter().any(|t| t.offsets.1 > 255) || self.index.contains_key(&h) {
             return;
         }
-        self.make_room();
-        let e = Entry {
-            key: self.keys.len() as u32,
-            key_len: word.len() as u32,
-            toks: self.toks.len() as u32,
-            toks_len: tokens.len() as u32,
-            ids_only: tokens.iter().any(|t| t.value.is_some()),
-        };
-        self.keys.extend_from_slice(word.as_bytes());
-        self.toks.extend(tokens.iter().map(|t| Cached {
+        let ids_only = tokens.iter().any(|t| t.value.is_some());
+        let toks = tokens.iter().map(|t| Cached {
             id: t.id,
             start: t.offsets.0 as u8,
             end: t.offsets.1 as u8,
-        }));
-        let i = self.entries.len() as u32;
-        self.entries.push(e);
-        self.index.insert(h, i);
+        });
+        self.insert(h, word, ids_only, toks);
     }
 }
 
