@@ -742,12 +742,9 @@ impl SpBpe {
             && k >= 2
             && !rest.is_empty()
             && !rest.windows(3).any(|w| w == SPACE);
-        let (Some(head), Some(word)) = (text.get(..tail), text.get(tail..)) else {
+        let (true, Some(head), Some(word)) = (simple, text.get(..tail), text.get(tail..)) else {
             return self.merge_span_heap(text, base, sc);
         };
-        if !simple {
-            return self.merge_span_heap(text, base, sc);
-        }
         let from = sc.out_ids.len();
         // `▁B` has no `▁▁`, and a run of spaces alone goes to the heap: no deeper recursion.
         self.merge_span(word, base + tail, sc);
