@@ -218,6 +218,18 @@ impl AddedVocabulary {
         v
     }
 
+    /// Whether cutting a text right after a `\n` followed by an ASCII letter or digit leaves
+    /// every match as it is (see `crate::cuts`): no token has whitespace or a control
+    /// character in it, and none that starts with a letter or digit strips on its left.
+    pub fn allows_newline_cuts(&self) -> bool {
+        let splits = |c: char| c.is_whitespace() || c.is_control();
+        let strips_before_word =
+            |t: &AddedToken| t.lstrip && t.content.starts_with(|c: char| c.is_ascii_alphanumeric());
+        self.map_r
+            .values()
+            .all(|t| !t.content.contains(splits) && !strips_before_word(t))
+    }
+
     /// Whether any added token is matched on normalized text.
     pub fn has_normalized_tokens(&self) -> bool {
         self.normalized.ac.is_some()

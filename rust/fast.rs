@@ -127,8 +127,6 @@ fn detect_meta(norm: &Value, pre: &Value) -> Option<FastPath> {
     Some(FastPath::Meta { prepend })
 }
 
-/// `Precompiled` + `Sequence[WhitespaceSplit, Metaspace]` with `▁`, prepending always and
-/// splitting (T5-style documents, old `add_prefix_space: true` or `prepend_scheme: "always"`).
 /// `Sequence[Split(cl100k regex, Isolated), ByteLevel(add_prefix_space: false, use_regex:
 /// false)]`, what `from_tiktoken` builds for cl100k_base (and HF's converted files hold).
 fn is_cl100k_split(pre: &Value) -> bool {
@@ -152,6 +150,8 @@ fn is_cl100k_split(pre: &Value) -> bool {
         && field(bl, "use_regex").as_bool() == Some(false)
 }
 
+/// `Precompiled` + `Sequence[WhitespaceSplit, Metaspace]` with `▁`, prepending always and
+/// splitting (T5-style documents, old `add_prefix_space: true` or `prepend_scheme: "always"`).
 fn detect_whitespace_meta(norm: &Value, pre: &Value) -> bool {
     let ty = |v: &Value| v.get("type").and_then(Value::as_str).map(str::to_owned);
     if ty(norm).as_deref() != Some("Precompiled") || ty(pre).as_deref() != Some("Sequence") {

@@ -11,6 +11,7 @@
 pub mod added_vocabulary;
 pub mod byte_level;
 pub mod charsmap;
+mod cuts;
 pub mod decoders;
 pub mod encoding;
 pub mod error;

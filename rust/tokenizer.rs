@@ -45,8 +45,41 @@ pub(crate) struct Core {
     decoder: Option<Box<dyn Decoder>>,
     added: AddedVocabulary,
     fast: Option<FastPath>,
+    /// Whether a batch may cut a long text after a `\n` before a letter or digit
+    /// (`crate::cuts`): the ids of the pieces are then the ids of the text.
+    cuts_at_newlines: bool,
     /// The document it was read from, written back by `to_json_string`.
     json: Value,
+}
+
+/// Whether `crate::cuts`' newline cuts are exact for this pipeline (the argument is there):
+/// BERT, T5-style Unigram and ByteLevel without a prefix space, through their fast paths.
+fn newline_cuts_exact(
+    fast: Option<FastPath>,
+    normalizer: Option<&dyn Normalizer>,
+    added: &AddedVocabulary,
+) -> bool {
+    use crate::fast::WordSplit;
+    // As `Core::fast`: normalized added tokens after a normalizer leave the fast paths.
+    if normalizer.is_some() && added.has_normalized_tokens() {
+        return false;
+    }
+    let shape = match fast {
+        Some(FastPath::Bert(_)) => true,
+        Some(FastPath::ByteLevel {
+            add_prefix_space: false,
+            split: WordSplit::Gpt2 | WordSplit::Cl100k,
+        }) => true,
+        // The charsmap decides what `\n` becomes: whitespace keeps the split at it.
+        Some(FastPath::WhitespaceMeta) => normalizer.is_some_and(|n| {
+            let mut nl = crate::text::NormalizedString::from("\n");
+            n.normalize(&mut nl).is_ok()
+                && !nl.get().is_empty()
+                && nl.get().chars().all(char::is_whitespace)
+        }),
+        _ => false,
+    };
+    shape && added.allows_newline_cuts()
 }
 
 /// Bytes of text in one batch input, to decide whether the batch is worth the pool.
@@ -137,6 +170,7 @@ impl Tokenizer {
         let added = AddedVocabulary::new(added_tokens, model.as_model(), normalizer.as_deref())
             .context("added_tokens")?;
         let fast = FastPath::detect(&json);
+        let cuts_at_newlines = newline_cuts_exact(fast, normalizer.as_deref(), &added);
         Ok(Core {
             normalizer,
             pre_tokenizer,
@@ -145,6 +179,7 @@ impl Tokenizer {
             decoder,
             added,
             fast,
+            cuts_at_newlines,
             json,
         })
     }
@@ -220,13 +255,7 @@ impl Tokenizer {
         add_special_tokens: bool,
         out: &mut Vec<u32>,
     ) -> Result<()> {
-        // Even without special tokens a template may repeat a sequence, so it still runs.
-        let processor = self.core.post_processor();
-        // A processor that keeps the ids as they are (BERT's template without its special
-        // tokens) is skipped: same ids, no second vector.
-        if self.truncation.is_none()
-            && processor.is_none_or(|p| p.single_ids_unchanged(add_special_tokens))
-        {
+        if self.ids_unprocessed(add_special_tokens) {
             return self.core.ids_of_text(text, out);
         }
         // The ids go straight into `out` (no growing of a second vector), then are replaced.
@@ -234,6 +263,31 @@ impl Tokenizer {
         out.reserve(text.len().min(1 << 20) / 4 + 4);
         let start = out.len();
         self.core.ids_of_text(text, out)?;
+        self.process_ids(start, add_special_tokens, out)
+    }
+
+    /// Whether `encode_ids` gives the model's ids as they are: no truncation, and a processor
+    /// that keeps them (BERT's template without its special tokens) or none. Even without
+    /// special tokens a template may repeat a sequence, so it still runs.
+    fn ids_unprocessed(&self, add_special_tokens: bool) -> bool {
+        self.truncation.is_none()
+            && self
+                .core
+                .post_processor()
+                .is_none_or(|p| p.single_ids_unchanged(add_special_tokens))
+    }
+
+    /// Truncation and the post-processor on the model's ids in `out[start..]`, in place.
+    fn process_ids(
+        &self,
+        start: usize,
+        add_special_tokens: bool,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        if self.ids_unprocessed(add_special_tokens) {
+            return Ok(());
+        }
+        let processor = self.core.post_processor();
         if let (None, Some(p)) = (&self.truncation, processor) {
             if let Some(done) =
                 p.single_ids(out.get(start..).unwrap_or_default(), add_special_tokens)
@@ -306,12 +360,61 @@ impl Tokenizer {
         texts: &[&str],
         add_special_tokens: bool,
     ) -> Result<Vec<Vec<u32>>> {
+        if let Some(plan) = self.batch_plan(texts) {
+            return self.encode_plan_ids(&plan, add_special_tokens);
+        }
         let one = |t: &&str| {
             // Room for about one id per 3 bytes: a row rarely regrows.
             let mut v = Vec::with_capacity(t.len().min(1 << 20) / 3 + 4);
             self.encode_ids(t, add_special_tokens, &mut v).map(|_| v)
         };
         crate::parallel::map_batch(texts, |t| t.len(), one)
+    }
+
+    /// The batch with its long texts cut into pieces (`crate::cuts`), when the pipeline allows
+    /// it and some text is long enough to be worth it.
+    pub(crate) fn batch_plan<'a>(&self, texts: &[&'a str]) -> Option<crate::cuts::Plan<'a>> {
+        match &*self.core {
+            Backend::Json(c) if c.cuts_at_newlines => {
+                crate::cuts::plan(texts, crate::parallel::num_threads())
+            }
+            _ => None,
+        }
+    }
+
+    /// `encode_batch_ids` over a plan: the pieces across threads, then each cut text's
+    /// pieces joined and post-processed as one.
+    pub(crate) fn encode_plan_ids(
+        &self,
+        plan: &crate::cuts::Plan<'_>,
+        add_special_tokens: bool,
+    ) -> Result<Vec<Vec<u32>>> {
+        let one = |p: &crate::cuts::Piece<'_>| {
+            let mut v = Vec::with_capacity(p.text.len().min(1 << 20) / 3 + 4);
+            if p.whole {
+                self.encode_ids(p.text, add_special_tokens, &mut v)?;
+            } else {
+                self.core.ids_of_text(p.text, &mut v)?;
+            }
+            Ok::<_, Error>(v)
+        };
+        let mut rows = crate::parallel::map_batch(&plan.pieces, |p| p.text.len(), one)?.into_iter();
+        let mut out = Vec::with_capacity(plan.bounds.len().saturating_sub(1));
+        for w in plan.bounds.windows(2) {
+            let n = match w {
+                [a, b] => b - a,
+                _ => 0,
+            };
+            let mut ids = rows.next().unwrap_or_default();
+            if n > 1 {
+                for _ in 1..n {
+                    ids.extend(rows.next().unwrap_or_default());
+                }
+                self.process_ids(0, add_special_tokens, &mut ids)?;
+            }
+            out.push(ids);
+        }
+        Ok(out)
     }
 
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
@@ -1515,5 +1618,111 @@ mod tests {
                 assert_eq!(x, y, "text {t:?}");
             }
         }
+    }
+
+    /// Long documents cut at newlines (`crate::cuts`) give the ids of the whole documents,
+    /// special tokens added once, on every pipeline the cuts are allowed on; the pipelines
+    /// where they are not exact keep them off. Needs ../shared/data; skipped without.
+    #[test]
+    fn newline_cuts_of_long_documents_give_the_whole_documents_ids() {
+        let dir = crate::test_data_dir();
+        let Ok(prose) = std::fs::read_to_string(format!("{dir}/corpora/big.txt")) else {
+            eprintln!("skipped: corpora/big.txt not found under {dir}");
+            return;
+        };
+        let prose = prose.get(..400_000).unwrap_or(&prose);
+        let mut lines: Vec<String> = texts(4000);
+        lines.extend(prose.lines().map(str::to_owned));
+        // Lines led by added tokens, digits, CRLF ends and runs of newlines around cuts.
+        let leads = [
+            "[MASK]x", "<mask>y", "</s>", "42 is", "\r", "\n\n", " ", "é",
+        ];
+        let docs: Vec<String> = (0..4)
+            .map(|d| {
+                let mut doc = String::new();
+                for (k, l) in lines.iter().enumerate().skip(d * 997).take(6000) {
+                    doc.push_str(leads[(k * 7 + d) % leads.len()]);
+                    doc.push_str(l);
+                    doc.push_str(if k % 5 == 0 { "\r\n" } else { "\n" });
+                }
+                doc
+            })
+            .collect();
+        let mut refs: Vec<&str> = docs.iter().map(String::as_str).collect();
+        refs.push("short\ntext");
+        for (name, allowed) in [
+            ("bert-base-uncased", true),
+            ("gpt2", true),
+            ("t5-small", true),
+            ("roberta-base", true),
+            ("codellama", false),
+        ] {
+            let Ok(json) = std::fs::read_to_string(format!("{dir}/{name}/tokenizer.json")) else {
+                eprintln!("skipped {name}: not found under {dir}");
+                continue;
+            };
+            let tok = Tokenizer::from_json_str(&json).unwrap();
+            let Backend::Json(c) = &*tok.core else {
+                panic!("expected a tokenizer.json backend");
+            };
+            assert_eq!(c.cuts_at_newlines, allowed, "{name}");
+            if !allowed {
+                continue;
+            }
+            // The batch's own plan, and one with cuts every few hundred bytes: every kind of
+            // line end and line start then meets a cut.
+            let plan = crate::cuts::plan(&refs, 2).expect("long documents are cut");
+            assert!(
+                plan.pieces.len() > refs.len() + 8,
+                "{name}: {}",
+                plan.pieces.len()
+            );
+            let dense = crate::cuts::plan_with(&refs, 300);
+            assert!(dense.pieces.len() > 20 * plan.pieces.len(), "{name}");
+            for (plan, add) in [
+                (&plan, true),
+                (&plan, false),
+                (&dense, true),
+                (&dense, false),
+            ] {
+                let got = tok.encode_plan_ids(plan, add).unwrap();
+                for (t, g) in refs.iter().zip(&got) {
+                    let mut want = Vec::new();
+                    tok.encode_ids(t, add, &mut want).unwrap();
+                    assert!(want == *g, "{name} add={add}: ids differ");
+                }
+            }
+        }
+    }
+
+    /// Added tokens that a cut could split or change keep the cuts off.
+    #[test]
+    fn added_tokens_that_span_or_strip_across_a_cut_keep_cuts_off() {
+        let json = |added: &str| {
+            format!(
+                r###"{{"version":"1.0","truncation":null,"padding":null,"added_tokens":[{added}],
+                "normalizer":{{"type":"BertNormalizer","clean_text":true,"handle_chinese_chars":true,
+                "strip_accents":null,"lowercase":true}},"pre_tokenizer":{{"type":"BertPreTokenizer"}},
+                "post_processor":null,"decoder":null,"model":{{"type":"WordPiece","unk_token":"[UNK]",
+                "continuing_subword_prefix":"##","max_input_chars_per_word":100,
+                "vocab":{{"[UNK]":0,"a":1,"b":2}}}}}}"###
+            )
+        };
+        let token = |content: &str, lstrip: bool| {
+            format!(
+                r#"{{"id":3,"content":"{content}","single_word":false,"lstrip":{lstrip},
+                "rstrip":true,"normalized":false,"special":true}}"#
+            )
+        };
+        let cuts = |added: String| match &*Tokenizer::from_json_str(&json(&added)).unwrap().core {
+            Backend::Json(c) => c.cuts_at_newlines,
+            Backend::Sp(_) => panic!("expected a tokenizer.json backend"),
+        };
+        assert!(cuts(String::new()));
+        assert!(cuts(token("[MASK]", true)));
+        assert!(cuts(token("mask", false)));
+        assert!(!cuts(token("mask", true)));
+        assert!(!cuts(token("new york", false)));
+        assert!(!cuts(token("a\\nb", false)));
     }
 }

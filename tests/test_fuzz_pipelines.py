@@ -30,6 +30,8 @@ from tokenizers import normalizers as N
 
 N_CI = 10
 N_SWEEP = int(os.environ.get("PIECEWORK_SWEEP_PIPELINES", "400"))
+# Another start explores new cases; the default keeps a failing sweep reproducible.
+SWEEP_SEED = int(os.environ.get("PIECEWORK_SWEEP_SEED", "1000"))
 TEXTS_CI, TEXTS_SWEEP = 40, 120
 
 
@@ -109,7 +111,7 @@ def test_sweep(lines, generator: str) -> None:
     gen = getattr(F, generator)
     built = texts = 0
     failed: list[tuple[int, list]] = []
-    for seed in range(1000, 1000 + N_SWEEP):
+    for seed in range(SWEEP_SEED, SWEEP_SEED + N_SWEEP):
         rng = random.Random(seed)
         try:
             data = gen(rng, lines[0])

@@ -442,6 +442,19 @@ impl PyTokenizer {
         add_special_tokens: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let tok = self.snapshot();
+        let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+        if let Some(plan) = tok.batch_plan(&refs) {
+            // A few long texts: their pieces spread over the threads, and the rows are few,
+            // so building them after the pool is done costs little.
+            let rows = py
+                .detach(|| tok.encode_plan_ids(&plan, add_special_tokens))
+                .map_err(to_py_err)?;
+            let list = PyList::empty(py);
+            for r in &rows {
+                list.append(ids_list(py, r)?)?;
+            }
+            return Ok(list);
+        }
         ids_lists_streamed(
             py,
             &texts,

@@ -1,0 +1,108 @@
+"""Batches of a few long documents: piecework cuts them after newlines (rust/cuts.rs) so that
+their pieces run on every thread. The ids must still be the oracle's for the whole documents:
+special tokens and truncation once per document, nothing changed at a cut (added tokens at a
+line start, CRLF, digits, runs of newlines, any Unicode around them)."""
+
+from __future__ import annotations
+
+import random
+
+import piecework
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from oracle import DATA_DIR, data_path
+from strategies import corner_text
+
+tokenizers = pytest.importorskip("tokenizers")
+
+# bert/t5/gpt2/roberta are cut (roberta: an lstrip <mask>); codellama is not (a control case).
+MODELS = ["bert-base-uncased", "t5-small", "gpt2", "roberta-base", "codellama"]
+LEADS = ["", "", "", "42 ", "\r", "\n", " ", "\t", "é", "中", "x\u0301", "\u0301"]
+
+
+@pytest.fixture(autouse=True)
+def two_threads():
+    before = piecework.get_num_threads()
+    piecework.set_num_threads(2)
+    yield
+    piecework.set_num_threads(before)
+
+
+def _pair(name: str):
+    path = str(data_path(name, "tokenizer.json"))
+    return piecework.Tokenizer.from_file(path), tokenizers.Tokenizer.from_file(path)
+
+
+def _lines() -> list[str]:
+    prose = data_path("corpora", "big.txt").read_text(encoding="utf-8")
+    lines = [ln for ln in prose[:300_000].splitlines() if ln.strip()]
+    mars = sorted((DATA_DIR / "corpora" / "wikipedia-mars").glob("*.txt"))
+    for p in mars[:6]:
+        lines += p.read_text(encoding="utf-8").splitlines()[:300]
+    return lines
+
+
+def _docs(lines: list[str], specials: list[str], seed: int, n: int = 3) -> list[str]:
+    """`n` documents of ~40-120 KB, lines led by added tokens and oddities now and then."""
+    rng = random.Random(seed)
+    leads = LEADS + specials
+    docs = []
+    for _ in range(n):
+        parts: list[str] = []
+        size = 0
+        goal = rng.randint(40_000, 120_000)
+        while size < goal:
+            line = rng.choice(leads) + rng.choice(lines) + rng.choice(["\n", "\n", "\r\n", "\n\n"])
+            parts.append(line)
+            size += len(line.encode())
+        docs.append("".join(parts))
+    return docs + ["a short text", ""]
+
+
+def _specials(ours: piecework.Tokenizer) -> list[str]:
+    return [t for t in ours.get_vocab(with_added_tokens=True) if t.startswith(("[", "<"))][:12]
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("special", [True, False])
+def test_long_documents_match_the_oracle(name: str, special: bool) -> None:
+    ours, ref = _pair(name)
+    docs = _docs(_lines(), _specials(ours), seed=len(name) + special)
+    want = [e.ids for e in ref.encode_batch(docs, add_special_tokens=special)]
+    assert ours.encode_batch_ids(docs, add_special_tokens=special) == want
+    assert ours.encode_batch_flat(docs, add_special_tokens=special).to_list() == want
+    assert ours.count_tokens(docs, add_special_tokens=special) == [len(w) for w in want]
+
+
+@pytest.mark.parametrize("name", ["bert-base-uncased", "gpt2"])
+def test_truncation_applies_to_the_whole_document(name: str) -> None:
+    ours, ref = _pair(name)
+    for t in (ours, ref):
+        t.enable_truncation(max_length=3000)
+    docs = _docs(_lines(), _specials(ours), seed=7)
+    want = [e.ids for e in ref.encode_batch(docs)]
+    assert ours.encode_batch_ids(docs) == want
+    assert ours.encode_batch_flat(docs).to_list() == want
+
+
+@settings(max_examples=12)
+@given(st.lists(corner_text, min_size=1, max_size=30), st.integers(0, 2**32))
+def test_generated_documents_match_the_oracle(lines: list[str], seed: int) -> None:
+    """Lines of Unicode corners (every whitespace, controls, combining marks, astral
+    characters), repeated and shuffled into documents long enough to be cut."""
+    if not (DATA_DIR / "bert-base-uncased").is_dir():
+        pytest.skip(f"shared test data not found at {DATA_DIR}")
+    rng = random.Random(seed)
+    pool = [ln + rng.choice(["a", "7", "Z"]) for ln in lines]
+    docs = []
+    for _ in range(2):
+        body = [rng.choice(pool) + "\n" + rng.choice("ab1") for _ in range(40_000 // 12)]
+        docs.append("".join(body))
+    for name in ["bert-base-uncased", "gpt2", "t5-small"]:
+        ours, ref = _PAIRS.get(name) or _PAIRS.setdefault(name, _pair(name))
+        want = [e.ids for e in ref.encode_batch(docs)]
+        assert ours.encode_batch_ids(docs) == want, name
+
+
+_PAIRS: dict[str, tuple] = {}
