@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import random
 
+import piecework
 import pytest
 import tokenizers
 from oracle import DATA_DIR as DATA
-
-import piecework
 
 FILES = [
     "t5-small/tokenizer.json",
@@ -113,6 +112,29 @@ def test_generated_text_matches_tokenizers(name: str) -> None:
         assert enc.offsets == want.offsets, repr(text)
     # Again, every word now cached.
     for text in texts[:300]:
-        assert ours.encode_ids(text, add_special_tokens=False) == ref.encode(
-            text, add_special_tokens=False
-        ).ids, repr(text)
+        assert (
+            ours.encode_ids(text, add_special_tokens=False)
+            == ref.encode(text, add_special_tokens=False).ids
+        ), repr(text)
+
+
+def test_every_bmp_code_point_matches_tokenizers() -> None:
+    """Every BMP code point (but surrogates) through T5's Precompiled walk, 24 per text,
+    next to its neighbours, letters and spaces (so runs of plain characters end at every
+    kind of follower)."""
+    path = DATA / "t5-small/tokenizer.json"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ours = piecework.Tokenizer.from_file(str(path))
+    cps = [c for c in range(0x80, 0x10000) if not 0xD800 <= c <= 0xDFFF]
+    texts = []
+    for sep in (("x", " ", ""), ("", "", " ")):
+        for i in range(0, len(cps), 24):
+            chunk = cps[i : i + 24]
+            texts.append("".join(chr(c) + sep[j % 3] for j, c in enumerate(chunk)))
+    for text in texts:
+        want = ref.encode(text, add_special_tokens=False)
+        assert ours.encode_ids(text, add_special_tokens=False) == want.ids, repr(text)
+        got = ours.encode(text, add_special_tokens=False)
+        assert (got.tokens, got.offsets) == (want.tokens, want.offsets), repr(text)
