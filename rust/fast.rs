@@ -194,6 +194,17 @@ fn whitespace_len(b: &[u8], i: usize) -> usize {
     }
 }
 
+/// The bytes that may start a whitespace character or `▁` (U+2581 is E2 96 81).
+const META_REST_SPECIAL: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = matches!(b, 9..=13 | 0x20 | 0xC2 | 0xE1..=0xE3);
+        b += 1;
+    }
+    t
+};
+
 /// The pieces `WhitespaceSplit` then `Metaspace(▁, always, split)` make of a normalized
 /// text, to `f`, each without its leading `▁` (every piece has one: a whitespace-free word
 /// gets `▁` prepended unless it starts with one, then is cut before every `▁`, as
@@ -212,6 +223,21 @@ pub(crate) fn for_each_meta_rest(
     // Start of the current piece (after its `▁`), if inside one.
     let mut start: Option<usize> = None;
     while let Some(&c) = b.get(i) {
+        if !META_REST_SPECIAL[usize::from(c)] {
+            // Inside a piece up to the next byte that may start whitespace or `▁` (none of
+            // them is a continuation byte, so the scan stops at a character boundary). A
+            // piece starts at a character boundary: the text start, or after whitespace or
+            // a `▁`.
+            start.get_or_insert(i);
+            i += 1;
+            while b
+                .get(i)
+                .is_some_and(|&x| !META_REST_SPECIAL[usize::from(x)])
+            {
+                i += 1;
+            }
+            continue;
+        }
         // Only these bytes start whitespace (see `whitespace_len`): most bytes skip the match.
         let ws = match c {
             9..=13 | b' ' => 1,
@@ -1310,7 +1336,7 @@ mod tests {
             out
         }
         let alphabet: Vec<char> =
-            "ab \t\n▁é中\u{3000}\u{2009}\u{85}\u{a0}\u{2581}\u{2582}\u{1680}\u{200b}"
+            "ab \t\n▁é中\u{3000}\u{2009}\u{85}\u{a0}\u{2581}\u{2582}\u{1680}\u{200b}ᚁあ©\u{3001}"
                 .chars()
                 .collect();
         let mut next = crate::test_rng(0xabcd_ef01);

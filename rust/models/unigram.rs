@@ -165,8 +165,13 @@ impl LongWords {
     }
 
     fn set(&mut self, h: u64, word: &str, tokens: &[Token]) {
-        // (The ids of a word are a pure function of it, values or not.)
-        if tokens.iter().any(|t| t.offsets.1 > 255) || self.index.contains_key(&h) {
+        // (The ids of a word are a pure function of it, values or not.) An ids-only entry of
+        // the same word is replaced, unless the tokens cannot be rebuilt from the entry.
+        if tokens.iter().any(|t| t.offsets.1 > 255)
+            || self.index.contains_key(&h)
+                && (self.entry(h, word).is_none_or(|e| !e.ids_only)
+                    || tokens.iter().any(|t| t.value.is_some()))
+        {
             return;
         }
         let ids_only = tokens.iter().any(|t| t.value.is_some());
@@ -227,6 +232,9 @@ struct UnigramData {
     byte_ids: Box<[u32; 256]>,
     /// Names this model's per-thread word caches.
     uid: u64,
+    /// Every score, and the unknown score, is within ±1e290: a sum of fewer than 2^32 of them
+    /// (a path) is finite, so a reached position always scores above -inf.
+    bounded: bool,
 }
 
 /// Best path ending at one byte position.
@@ -236,6 +244,10 @@ struct Best {
     /// Start of the last piece of the path, `NO_START` when no path ends here yet.
     start: u32,
     id: u32,
+}
+
+fn broken_table() -> Error {
+    Error::other("Unigram: broken best-path table")
 }
 
 thread_local! {
@@ -289,6 +301,12 @@ impl Unigram {
             }
         }
         let trie = Trie::from_pairs(token_to_id.iter().map(|(p, &id)| (p.as_bytes(), id)));
+        const BOUND: f64 = 1e290;
+        let bounded = pieces
+            .iter()
+            .map(|p| p.1)
+            .chain([min_score - UNK_PENALTY])
+            .all(|s| s.abs() <= BOUND);
         let mut byte_ids = Box::new([u32::MAX; 256]);
         if byte_fallback {
             for (b, slot) in byte_ids.iter_mut().enumerate() {
@@ -308,6 +326,7 @@ impl Unigram {
                 byte_fallback,
                 byte_ids,
                 uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
+                bounded,
             }),
         })
     }
@@ -369,17 +388,31 @@ impl Unigram {
 
     /// Fill `best` with the best path ending at each byte position of `piece`.
     fn forward(&self, piece: &str, best: &mut Vec<Best>) -> Result<()> {
+        if self.d.bounded {
+            self.forward_with::<true>(piece, best)
+        } else {
+            self.forward_with::<false>(piece, best)
+        }
+    }
+
+    /// `forward`; `BOUNDED`: every path score is finite (see `UnigramData::bounded`), so an
+    /// unreached position (score -inf) needs no test of its own.
+    #[inline(always)]
+    fn forward_with<const BOUNDED: bool>(&self, piece: &str, best: &mut Vec<Best>) -> Result<()> {
         let bytes = piece.as_bytes();
         let n = bytes.len();
         best.clear();
         best.resize(
             n + 1,
             Best {
-                score: 0.0,
+                score: f64::NEG_INFINITY,
                 start: NO_START,
                 id: 0,
             },
         );
+        if let Some(first) = best.first_mut() {
+            first.score = 0.0;
+        }
         let unk_score = self.d.min_score - UNK_PENALTY;
         let scores = &self.d.scores[..];
         let mut pos = 0;
@@ -395,8 +428,9 @@ impl Unigram {
             self.d.trie.for_each_prefix(&bytes[pos..], |len, id| {
                 let cand = here + scores.get(id as usize).copied().unwrap_or(0.0);
                 if let Some(slot) = row.get_mut(len) {
-                    // The `start` test stays: an f64 sum may reach -inf on absurd scores.
-                    if slot.start == NO_START || cand > slot.score {
+                    // The `start` test stays unless bounded: an f64 sum may reach -inf on
+                    // absurd scores.
+                    if cand > slot.score || (!BOUNDED && slot.start == NO_START) {
                         *slot = Best {
                             score: cand,
                             start: pos as u32,
@@ -410,7 +444,7 @@ impl Unigram {
                 let cand = here + unk_score;
                 let end = (pos + char_len).min(n);
                 if let Some(slot) = row.get_mut(end - pos) {
-                    if slot.start == NO_START || cand > slot.score {
+                    if cand > slot.score || (!BOUNDED && slot.start == NO_START) {
                         let id = self.d.unk_id.ok_or_else(|| {
                             Error::invalid(format!(
                                 "Unigram: cannot tokenize {:?}: the vocabulary has no piece for it and no unk_id",
@@ -494,11 +528,6 @@ impl Model for Unigram {
     }
 }
 
-thread_local! {
-    /// Tokens of a word that missed the cache, for `word_ids`.
-    static WORD_TOKENS: RefCell<Vec<Token>> = const { RefCell::new(Vec::new()) };
-}
-
 impl Unigram {
     /// Run `f` with this thread's word cache of this model (made on first use), or with none
     /// when it is unavailable (a re-entrant call, or a thread being torn down).
@@ -555,12 +584,12 @@ impl Unigram {
         let Some(k) = &key else {
             return self.long_word_ids(cache, buf, out);
         };
-        let Some(c) = cache else {
-            return self.long_word_ids(None, buf, out);
-        };
         // A short word goes to the long map only when its ids do not fit a slot.
         let base = out.len();
-        self.long_word_ids(None, buf, out)?;
+        self.ids_uncached(buf, out)?;
+        let Some(c) = cache else {
+            return Ok(());
+        };
         let ids = out.get(base..).unwrap_or_default();
         if !c.short.insert(k, ids) {
             c.long.set_ids(c.hash(buf), buf, ids);
@@ -582,21 +611,78 @@ impl Unigram {
                 return Ok(());
             }
         }
-        WORD_TOKENS.with(|cell| {
-            let mut local = Vec::new();
+        // The entry (ids only) is made whole when the token path meets the word.
+        let base = out.len();
+        self.ids_uncached(word, out)?;
+        if let Some(c) = cache {
+            c.long.set_ids(h, word, out.get(base..).unwrap_or_default());
+        }
+        Ok(())
+    }
+
+    /// The ids of `piece`'s segmentation (`tokenize_uncached`'s ids), appended to `out`,
+    /// without building tokens.
+    fn ids_uncached(&self, piece: &str, out: &mut Vec<u32>) -> Result<()> {
+        if piece.is_empty() {
+            return Ok(());
+        }
+        if piece.len() >= NO_START as usize {
+            return Err(Error::invalid("Unigram: piece longer than 4 GiB"));
+        }
+        let mut local = Vec::new();
+        SCRATCH.with(|cell| {
             let mut guard = cell.try_borrow_mut();
-            let toks: &mut Vec<Token> = match guard.as_mut() {
-                Ok(t) => t,
+            let best: &mut Vec<Best> = match guard.as_mut() {
+                Ok(b) => b,
                 Err(_) => &mut local,
             };
-            toks.clear();
-            self.tokenize_uncached(word, toks)?;
-            out.extend(toks.iter().map(|t| t.id));
-            if let Some(c) = cache {
-                c.long.set(h, word, toks);
+            self.forward(piece, best)?;
+            let base = out.len();
+            let mut end = piece.len();
+            // The unknown run being fused, as (start, end), while walking back.
+            let mut run: Option<(usize, usize)> = None;
+            while end > 0 {
+                let node = best.get(end).copied().ok_or_else(broken_table)?;
+                let start = node.start as usize;
+                if node.start == NO_START || start >= end {
+                    return Err(broken_table());
+                }
+                if Some(node.id) == self.d.unk_id {
+                    run = Some((start, run.map_or(end, |r| r.1)));
+                } else {
+                    if let Some((s, e)) = run.take() {
+                        self.push_unknown_run_ids(piece.get(s..e).unwrap_or_default(), out);
+                    }
+                    out.push(node.id);
+                }
+                end = start;
+            }
+            if let Some((s, e)) = run {
+                self.push_unknown_run_ids(piece.get(s..e).unwrap_or_default(), out);
+            }
+            if let Some(ids) = out.get_mut(base..) {
+                ids.reverse();
+            }
+            if best.capacity() > (1 << 20) && best.len() < (1 << 16) {
+                *best = Vec::new();
             }
             Ok(())
         })
+    }
+
+    /// `push_unknown_run`'s ids (in reverse order: the caller reverses).
+    fn push_unknown_run_ids(&self, text: &str, out: &mut Vec<u32>) {
+        if let Some(&id) = self.d.token_to_id.get(text) {
+            out.push(id);
+        } else if self.d.byte_fallback
+            && text
+                .bytes()
+                .all(|b| self.d.byte_ids[b as usize] != u32::MAX)
+        {
+            out.extend(text.bytes().rev().map(|b| self.d.byte_ids[b as usize]));
+        } else {
+            out.push(self.d.unk_id.unwrap_or(0));
+        }
     }
 
     /// The segmentation itself, without the cache.
@@ -681,7 +767,9 @@ mod tests {
     fn reference_forward(m: &Unigram, piece: &str) -> Result<Vec<(u64, u32, u32)>> {
         let bytes = piece.as_bytes();
         let n = bytes.len();
-        let mut best = vec![(0.0f64, NO_START, 0u32); n + 1];
+        // (Unreached positions read -inf, as `forward` leaves them.)
+        let mut best = vec![(f64::NEG_INFINITY, NO_START, 0u32); n + 1];
+        best[0].0 = 0.0;
         let unk_score = m.d.min_score - UNK_PENALTY;
         let max_len = m.d.token_to_id.keys().map(|k| k.len()).max().unwrap_or(0);
         let mut pos = 0;
@@ -744,6 +832,23 @@ mod tests {
         // A colliding hash with other bytes is a miss.
         out.clear();
         assert!(!cache.long.get_ids(h, "idz", &mut out));
+        // Tokens of another word under that hash do not replace the entry; the word's own
+        // tokens do, unless they carry a value.
+        cache.long.set(h, "idz", &[Token::new(5, 0, 3)]);
+        cache.long.set(
+            h,
+            "ids",
+            &[Token::with_value(1, "i", 0, 1), Token::new(2, 1, 3)],
+        );
+        assert!(!cache.long.get(h, "ids", &mut toks));
+        cache
+            .long
+            .set(h, "ids", &[Token::new(1, 0, 1), Token::new(2, 1, 3)]);
+        assert!(cache.long.get(h, "ids", &mut toks));
+        assert_eq!(toks, vec![Token::new(1, 0, 1), Token::new(2, 1, 3)]);
+        out.clear();
+        assert!(cache.long.get_ids(h, "ids", &mut out));
+        assert_eq!(out, vec![1, 2]);
     }
 
     /// `meta_word_ids` (the fast path's entry: the text after `▁`) against the uncached
@@ -768,7 +873,7 @@ mod tests {
             vocab.push((p.to_string(), -((next() % 7) as f64) - 0.5));
         }
         let m = Unigram::new(vocab, Some(0), false).unwrap();
-        let alphabet = ["a", "b", "c", "é", "z", "\u{2581}"];
+        let alphabet = ["a", "b", "c", "é", "z", "\u{2581}", "<unk>"];
         let mut buf = String::new();
         for round in 0..3000 {
             let len = (next() % 40) as usize;
@@ -814,7 +919,14 @@ mod tests {
                 if piece == "z" || piece == "𝔸" {
                     continue;
                 }
-                vocab.push((piece, score_list[next(score_list.len() as u64) as usize]));
+                // Every fifth vocabulary has scores whose sums reach -inf (the unbounded
+                // forward pass).
+                let score = if round % 5 == 4 && next(4) == 0 {
+                    -1e308
+                } else {
+                    score_list[next(score_list.len() as u64) as usize]
+                };
+                vocab.push((piece, score));
             }
             let byte_fallback = round % 3 == 1;
             if byte_fallback {
@@ -826,6 +938,7 @@ mod tests {
             }
             let unk = (round % 4 != 3).then_some(0);
             let m = Unigram::new(vocab, unk, byte_fallback).unwrap();
+            assert_eq!(m.d.bounded, m.d.min_score > -1e300, "round {round}");
             for t in 0..60 {
                 let chars = if t == 0 { 400 } else { next(12) };
                 let word: String = (0..chars)
@@ -846,6 +959,15 @@ mod tests {
                 // Cached (first call fills, second replays) against uncached.
                 let mut plain = Vec::new();
                 let plain_r = m.tokenize_uncached(&word, &mut plain);
+                // The ids-only backtrack (fused unknown runs, byte fallback included).
+                let mut ids = vec![7];
+                let ids_r = m.ids_uncached(&word, &mut ids);
+                assert_eq!(ids_r.is_ok(), plain_r.is_ok(), "round {round} {word:?}");
+                if ids_r.is_ok() {
+                    let want: Vec<u32> =
+                        [7].into_iter().chain(plain.iter().map(|t| t.id)).collect();
+                    assert_eq!(ids, want, "round {round} {word:?}");
+                }
                 for _ in 0..2 {
                     let mut cached = vec![Token::new(7, 0, 0)];
                     let r = m.tokenize(&word, &mut cached);

@@ -29,6 +29,27 @@ pub struct Precompiled {
     ascii_classes: [u8; 128],
     /// Take the `is_simple` shortcut past the grapheme segmenter (off only in tests).
     fast_graphemes: bool,
+    /// One bit per BMP code point: `is_simple` and plain (no rule's key starts with the
+    /// character, none is a prefix of it), so the walk keeps it without a charsmap lookup.
+    simple_plain: Box<[u64; 1024]>,
+}
+
+/// The `simple_plain` bits of `map`.
+fn simple_plain_bits(map: &CharsMap) -> Box<[u64; 1024]> {
+    let mut bits = Box::new([0u64; 1024]);
+    let mut buf = [0u8; 4];
+    for (lo, hi) in SIMPLE_RANGES {
+        for c in (lo..=hi).filter_map(char::from_u32) {
+            let key = c.encode_utf8(&mut buf).as_bytes();
+            if map.shortest_match(key).is_none() && !map.has_prefix(key) {
+                let cp = c as usize;
+                if let Some(w) = bits.get_mut(cp >> 6) {
+                    *w |= 1 << (cp & 63);
+                }
+            }
+        }
+    }
+    bits
 }
 
 /// A rule that keeps whitespace-separated words: whitespace becomes non-empty whitespace.
@@ -91,7 +112,9 @@ impl Precompiled {
                 _ => super::ASCII_OTHER,
             }
         });
+        let simple_plain = simple_plain_bits(&map);
         Ok(Precompiled {
+            simple_plain,
             map,
             ascii_classes,
             empty_trie: trie_bytes == 0,
@@ -194,24 +217,88 @@ fn empty_trie_error() -> Error {
     Error::invalid("normalizer `Precompiled`: field `precompiled_charsmap` has an empty trie")
 }
 
-/// Letters of common scripts whose grapheme-break property is Other (not Prepend, Extend,
-/// SpacingMark, ZWJ, Regional Indicator, Hangul, nor an Indic conjunct consonant, nor
-/// Extended_Pictographic). Between such a character (or an ASCII one) and a following one
-/// of them or an ASCII character, no rule of UAX #29 keeps the cluster together, so the
-/// first one ends its cluster: the walk can skip the segmenter there (checked against it in
-/// the tests).
+/// Characters of common scripts whose grapheme-break property is Other (not Prepend, Extend,
+/// SpacingMark, ZWJ, Regional Indicator, Hangul jamo, Control) or a Hangul syllable (LV,
+/// LVT). Between such a character (or an ASCII one) and a following one of them or an ASCII
+/// character, no rule of UAX #29 keeps the cluster together (a Hangul syllable joins only a
+/// following jamo; an Indic conjunct needs a linker before the consonant), so the first one
+/// ends its cluster: the walk can skip the segmenter there (checked against it in the tests).
+const SIMPLE_RANGES: [(u32, u32); 35] = [
+    (0x00C0, 0x02AF), // Latin-1 letters, Latin Extended-A and -B, IPA
+    (0x0370, 0x0377), // Greek
+    (0x037A, 0x037F),
+    (0x0384, 0x03FF),
+    (0x0400, 0x0482), // Cyrillic (not the combining 0483..0489)
+    (0x048A, 0x052F),
+    (0x05D0, 0x05EA), // Hebrew letters
+    (0x05F0, 0x05F4),
+    (0x060C, 0x060C), // Arabic comma, semicolon, question mark, letters, digits
+    (0x061B, 0x061B),
+    (0x061F, 0x064A),
+    (0x0660, 0x066F),
+    (0x0671, 0x06D5),
+    (0x0904, 0x0939), // Devanagari letters (not the vowel signs, nukta, virama)
+    (0x093D, 0x093D),
+    (0x0950, 0x0950),
+    (0x0958, 0x0961),
+    (0x0964, 0x0970),
+    (0x0972, 0x097F),
+    (0x0E01, 0x0E30), // Thai (not the vowel signs above and below, nor sara am)
+    (0x0E32, 0x0E32),
+    (0x0E3F, 0x0E46),
+    (0x0E4F, 0x0E5B),
+    (0x1E00, 0x1EFF), // Latin Extended Additional (Vietnamese)
+    (0x1F00, 0x1FFE), // Greek Extended
+    (0x2010, 0x2027), // dashes, quotes, bullets, ellipsis
+    (0x2030, 0x205E),
+    (0x3001, 0x3029), // CJK punctuation (not the tone marks 302A..302F)
+    (0x3041, 0x3096), // Hiragana
+    (0x309B, 0x309F),
+    (0x30A1, 0x30FF), // Katakana
+    (0x3400, 0x4DBF), // CJK Unified Ideographs Extension A
+    (0x4E00, 0x9FFF), // CJK Unified Ideographs
+    (0xAC00, 0xD7A3), // Hangul syllables
+    (0xFF01, 0xFF5E), // fullwidth ASCII
+];
+
 #[inline]
 fn is_simple(c: char) -> bool {
-    matches!(c,
-        '\u{00C0}'..='\u{017F}' // Latin-1 letters, Latin Extended-A
-        | '\u{0391}'..='\u{03C9}' // Greek
-        | '\u{0410}'..='\u{044F}' // Cyrillic
-        | '\u{0621}'..='\u{064A}' // Arabic letters
-        | '\u{3001}'..='\u{3002}' // 、。
-        | '\u{3041}'..='\u{3096}' // Hiragana
-        | '\u{30A1}'..='\u{30FA}' // Katakana
-        | '\u{4E00}'..='\u{9FFF}' // CJK Unified Ideographs
-        | '\u{FF01}'..='\u{FF5E}' // fullwidth ASCII
+    matches!(c as u32,
+        0x00C0..=0x02AF
+        | 0x0370..=0x0377
+        | 0x037A..=0x037F
+        | 0x0384..=0x03FF
+        | 0x0400..=0x0482
+        | 0x048A..=0x052F
+        | 0x05D0..=0x05EA
+        | 0x05F0..=0x05F4
+        | 0x060C
+        | 0x061B
+        | 0x061F..=0x064A
+        | 0x0660..=0x066F
+        | 0x0671..=0x06D5
+        | 0x0904..=0x0939
+        | 0x093D
+        | 0x0950
+        | 0x0958..=0x0961
+        | 0x0964..=0x0970
+        | 0x0972..=0x097F
+        | 0x0E01..=0x0E30
+        | 0x0E32
+        | 0x0E3F..=0x0E46
+        | 0x0E4F..=0x0E5B
+        | 0x1E00..=0x1EFF
+        | 0x1F00..=0x1FFE
+        | 0x2010..=0x2027
+        | 0x2030..=0x205E
+        | 0x3001..=0x3029
+        | 0x3041..=0x3096
+        | 0x309B..=0x309F
+        | 0x30A1..=0x30FF
+        | 0x3400..=0x4DBF
+        | 0x4E00..=0x9FFF
+        | 0xAC00..=0xD7A3
+        | 0xFF01..=0xFF5E
     )
 }
 
@@ -262,7 +349,28 @@ impl Sink for TextOnly<'_> {
     }
 }
 
+/// The BMP code point of the 2- or 3-byte character at `i` of `b` (valid UTF-8), with its
+/// length; `None` for ASCII, a 4-byte character or the end.
+#[inline]
+fn bmp_at(b: &[u8], i: usize) -> Option<(u32, usize)> {
+    match *b.get(i..)? {
+        [x @ 0xC0..=0xDF, y, ..] => Some(((u32::from(x & 0x1F) << 6) | u32::from(y & 0x3F), 2)),
+        [x @ 0xE0..=0xEF, y, z, ..] => Some((
+            (u32::from(x & 0x0F) << 12) | (u32::from(y & 0x3F) << 6) | u32::from(z & 0x3F),
+            3,
+        )),
+        _ => None,
+    }
+}
+
 impl Precompiled {
+    #[inline]
+    fn is_simple_plain(&self, cp: u32) -> bool {
+        self.simple_plain
+            .get((cp >> 6) as usize)
+            .is_some_and(|w| (w >> (cp & 63)) & 1 == 1)
+    }
+
     /// The reference's walk over `text`, reporting each kept character and each replacement
     /// to `sink` (one walk for both outputs, so they cannot disagree).
     #[inline]
@@ -305,6 +413,33 @@ impl Precompiled {
                 }
                 i += 1;
                 continue;
+            }
+            if self.fast_graphemes && b >= 0x80 {
+                // A run of `simple_plain` characters, each a cluster of its own when followed
+                // by one of them: all kept. The last one also when an ASCII or `is_simple`
+                // character (or the end) follows; else it takes the paths below.
+                let mut j = i;
+                let mut last = i;
+                while let Some((cp, len)) = bmp_at(bytes, j) {
+                    if !self.is_simple_plain(cp) {
+                        break;
+                    }
+                    last = j;
+                    j += len;
+                }
+                if j > i {
+                    let ends = text.get(j..).is_some_and(|t| {
+                        t.chars()
+                            .next()
+                            .is_none_or(|n| n.is_ascii() || is_simple(n))
+                    });
+                    let to = if ends { j } else { last };
+                    if to > i {
+                        sink.keep(&text[i..to]);
+                        i = to;
+                        continue;
+                    }
+                }
             }
             if self.fast_graphemes {
                 let mut chars = text[i..].chars();
@@ -366,45 +501,64 @@ mod tests {
     #[test]
     fn simple_characters_end_their_cluster() {
         // Every `is_simple` character, and every ASCII one, followed by an ASCII or an
-        // `is_simple` character is a cluster of its own for the segmenter itself.
-        let ranges = [
-            (0xC0u32, 0x17F),
-            (0x391, 0x3C9),
-            (0x410, 0x44F),
-            (0x621, 0x64A),
-            (0x3001, 0x3002),
-            (0x3041, 0x3096),
-            (0x30A1, 0x30FA),
-            (0x4E00, 0x9FFF),
-            (0xFF01, 0xFF5E),
-        ];
-        let mut followers: Vec<char> = ranges
+        // `is_simple` character is a cluster of its own for the segmenter itself. The
+        // followers probe every grapheme-break category that can join two characters: a
+        // character itself (Regional Indicator pairs), Hangul LV and LVT (after a jamo L or
+        // V), ASCII (after Prepend), the ends and middle of every range; and each character
+        // as a follower catches Extend, ZWJ and SpacingMark.
+        let mut followers: Vec<char> = SIMPLE_RANGES
             .iter()
             .flat_map(|&(a, b)| [a, (a + b) / 2, b])
             .filter_map(char::from_u32)
             .collect();
-        followers.extend(['a', ' ', '\r', '\n', '\t', '\u{7f}', '0']);
+        followers.extend([
+            'a', ' ', '\r', '\n', '\t', '\u{7f}', '0', '\u{AC00}', '\u{AC01}',
+        ]);
         let mut firsts: Vec<char> = (0..128u8).map(char::from).collect();
-        for &(a, b) in &ranges {
+        for &(a, b) in &SIMPLE_RANGES {
             firsts.extend((a..=b).filter_map(char::from_u32));
         }
+        let splits = |c: char, n: char| {
+            let s = format!("{c}{n}");
+            s.graphemes(true).next() == Some(&s[..c.len_utf8()])
+        };
         for &c in &firsts {
             assert!(c.is_ascii() || is_simple(c));
-            for &n in &followers {
+            for &n in followers.iter().chain([&c]) {
                 assert!(n.is_ascii() || is_simple(n));
                 if c == '\r' && n == '\n' {
                     continue;
                 }
-                let s = format!("{c}{n}");
-                assert_eq!(s.graphemes(true).next(), Some(&s[..c.len_utf8()]), "{s:?}");
+                assert!(splits(c, n), "{c:?} {n:?}");
+                if !c.is_ascii() {
+                    assert!(splits(n, c), "{n:?} {c:?}");
+                }
             }
+        }
+        // `is_simple` is exactly the ranges.
+        let in_ranges = |c: u32| SIMPLE_RANGES.iter().any(|&(a, b)| (a..=b).contains(&c));
+        for c in (0x80..0x11000).filter_map(char::from_u32) {
+            assert_eq!(is_simple(c), in_ranges(c as u32), "{c:?}");
         }
         // Just outside the ranges the shortcut is not taken.
         for c in [
-            '\u{BF}', '\u{180}', '\u{3099}', '\u{30FB}', '\u{AC00}', '\u{600}',
+            '\u{BF}', '\u{483}', '\u{3099}', '\u{302A}', '\u{600}', '\u{6DD}', '\u{E31}',
+            '\u{E33}', '\u{93E}', '\u{94D}', '\u{1100}', '\u{11A8}',
         ] {
             assert!(!is_simple(c));
         }
+    }
+
+    #[test]
+    fn bmp_at_decodes_every_bmp_character() {
+        let mut buf = [0u8; 4];
+        for c in (0x80..0x10000).filter_map(char::from_u32) {
+            let b = c.encode_utf8(&mut buf).as_bytes();
+            assert_eq!(bmp_at(b, 0), Some((c as u32, b.len())));
+        }
+        assert_eq!(bmp_at(b"a", 0), None);
+        assert_eq!(bmp_at("😀".as_bytes(), 0), None);
+        assert_eq!(bmp_at(b"", 0), None);
     }
 
     #[test]
@@ -424,7 +578,7 @@ mod tests {
             fast_graphemes: false,
             ..Precompiled::from_bytes(&decode_base64(b64).unwrap()).unwrap()
         };
-        let alphabet: Vec<char> = "aZ \r\n中文ｶﾞガカ\u{3099}ﾞ\u{301}éÀŒ\u{200d}👍\u{1f3fb}ᄀ\u{1161}\u{11a8}한\u{600}١ب\u{64b}क\u{94d}षि①ＡΩЖ、。ㇰ\u{fe0f}ﬁ"
+        let alphabet: Vec<char> = "aZ \r\n中文ｶﾞガカ\u{3099}ﾞ\u{301}éÀŒ\u{200d}👍\u{1f3fb}ᄀ\u{1161}\u{11a8}한\u{600}١ب\u{64b}क\u{94d}षि①ＡΩЖ、。ㇰ\u{fe0f}ﬁ\u{5d0}\u{5b0}\u{e01}\u{e31}\u{e33}\u{e40}ें\u{93e}\u{915}\u{958}\u{1ea1}\u{1ec7}ơ\u{30fc}\u{2014}\u{2026}\u{fb2a}\u{6a9}\u{670}\u{1f00}\u{345}\u{3400}"
             .chars()
             .collect();
         let mut next = crate::test_rng(0x51_7cc1_b727_220au64);
