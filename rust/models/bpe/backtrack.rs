@@ -29,6 +29,7 @@
 //! inside the first long word's encode, so it finds splits without merging each token on its
 //! own (see `build`).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 const NONE: u32 = u32::MAX;
@@ -54,6 +55,9 @@ struct Tok {
 }
 
 pub struct Backtrack {
+    /// Unique per encoder built (never 0), so a `State`'s pair memo is only reused by the
+    /// encoder that filled it.
+    uid: u64,
     toks: Vec<Tok>,
     /// Merges between reachable tokens (no other pair is ever adjacent): rank + 1 by pair.
     pairs: PairTable,
@@ -84,7 +88,25 @@ pub struct State {
     stack: Vec<u32>,
     /// One bit per text position: set once no valid encoding of the rest starts there.
     dead: Vec<u64>,
+    /// Direct-mapped memo of `valid` (a pure function of the pair): `pair_key << 1 | valid`
+    /// per slot, `MEMO_EMPTY` when empty. Repetitive words (one character repeated, or a
+    /// short pattern) ask the same few pairs again and again, each costing a walk of the
+    /// seam with a pair-table probe per step. Filled by the encoder `owner` (a uid).
+    memo: Vec<u64>,
+    owner: u64,
+    /// Random words rarely ask a pair twice, and a miss costs about a fifth of a walk: the
+    /// memo is consulted in windows of `MEMO_WINDOW` calls, and a window with under a
+    /// quarter hits turns it off for the next `MEMO_REST` calls.
+    window: u32,
+    hits: u32,
+    rest: u32,
 }
+
+const MEMO_BITS: u32 = 12;
+const MEMO_EMPTY: u64 = u64::MAX;
+const MEMO_WINDOW: u32 = 1024;
+const MEMO_REST: u32 = 16 * MEMO_WINDOW;
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 impl State {
     pub fn trim(&mut self) {
@@ -318,6 +340,10 @@ impl Backtrack {
         let bytes = |e: &Ent| arena.get(e.off as usize..e.off as usize + e.len as usize);
         ents.sort_unstable_by(|x, y| x.head.cmp(&y.head).then_with(|| bytes(x).cmp(&bytes(y))));
         let n = ents.len();
+        // Dense indices fit the pair keys (of the pair table and `valid_memo`).
+        if n >= 1 << PAIR_BITS {
+            return None;
+        }
         // Dense indices in breadth-first trie order (by length, then bytes): the tokens a
         // text uses together sit close in memory, as do their trie nodes. A stable counting
         // sort by length of the byte order gives it.
@@ -386,6 +412,7 @@ impl Backtrack {
             }
         }
         let mut bt = Backtrack {
+            uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             toks,
             pairs: PairTable::new(&list)?,
             nodes: Vec::new(),
@@ -633,9 +660,44 @@ impl Backtrack {
     }
 
     /// Whether BPE of the two tokens' concatenation gives them back (see the module notes).
-    #[inline]
+    #[inline(always)]
     fn valid(&self, t1: u32, t2: u32) -> bool {
         seam_holds(&self.toks, |x, y| self.pairs.get(x, y), t1, t2, true)
+    }
+
+    /// `valid` through the memo of `State` while it pays (dense indices are below
+    /// 2^PAIR_BITS, checked at build, so a key fits in 40 bits and a stored entry is never
+    /// `MEMO_EMPTY`).
+    #[inline(always)]
+    fn valid_memo(&self, st: &mut State, t1: u32, t2: u32) -> bool {
+        let key = (u64::from(t1) << PAIR_BITS) | u64::from(t2);
+        // One call site of `valid`, so that it stays inlined into `encode`.
+        let mut slot = None;
+        if st.rest > 0 {
+            st.rest -= 1;
+        } else {
+            st.window += 1;
+            if st.window == MEMO_WINDOW {
+                if st.hits < MEMO_WINDOW / 4 {
+                    st.rest = MEMO_REST;
+                }
+                st.window = 0;
+                st.hits = 0;
+            }
+            let at = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - MEMO_BITS)) as usize;
+            if let Some(&e) = st.memo.get(at) {
+                if e >> 1 == key {
+                    st.hits += 1;
+                    return e & 1 == 1;
+                }
+                slot = Some(at);
+            }
+        }
+        let v = self.valid(t1, t2);
+        if let Some(e) = slot.and_then(|at| st.memo.get_mut(at)) {
+            *e = (key << 1) | u64::from(v);
+        }
+        v
     }
 
     /// Encode `text` (the concatenation of base symbols' strings), calling `emit(id, len)`
@@ -655,6 +717,12 @@ impl Backtrack {
         st.stack.clear();
         st.dead.clear();
         st.dead.resize(n / 64 + 1, 0);
+        if st.owner != self.uid {
+            st.memo.clear();
+            st.memo.resize(1 << MEMO_BITS, MEMO_EMPTY);
+            st.owner = self.uid;
+        }
+        (st.window, st.hits, st.rest) = (0, 0, 0);
         let is_dead =
             |dead: &[u64], p: usize| dead.get(p / 64).is_some_and(|w| w >> (p % 64) & 1 == 1);
         let mut pos = 0usize;
@@ -679,9 +747,12 @@ impl Backtrack {
                     break;
                 };
                 let end = pos + t.len as usize;
-                if !is_dead(&st.dead, end)
-                    && st.stack.last().is_none_or(|&last| self.valid(last, token))
-                {
+                let fits = match st.stack.last() {
+                    _ if is_dead(&st.dead, end) => false,
+                    Some(&last) => self.valid_memo(st, last, token),
+                    None => true,
+                };
+                if fits {
                     st.stack.push(token);
                     pos = end;
                     next = self.longest(text.get(end..).unwrap_or_default());
@@ -850,6 +921,50 @@ mod tests {
         // Most tables qualify; the others must be refused, not mis-encoded.
         assert!(built > 1500, "{built}");
         assert!(words > 30000);
+    }
+
+    /// A random table's encoder (None when the table does not qualify).
+    fn built(t: &Table) -> Option<Backtrack> {
+        Backtrack::build(
+            t.ids.iter().map(|(s, &id)| (s.as_str(), id)),
+            |c| t.ids.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
+            |a, b| t.merges.get(&key(a, b)).copied(),
+            t.merges
+                .iter()
+                .map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
+        )
+    }
+
+    #[test]
+    fn pair_memo_matches_the_heap_on_long_words_and_a_shared_state() {
+        // Words of thousands of symbols mixing random and repetitive stretches, so the memo
+        // is used, switched off (a window of few hits) and on again; one `State` serves two
+        // encoders in turn, so a memo filled by one must not answer for the other.
+        let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+        let mut words = 0;
+        for round in 0..200 {
+            let k = 2 + (round % 3) as u8;
+            let (ta, tb) = (table(&mut rng, k), table(&mut rng, k));
+            let (Some(ba), Some(bb)) = (built(&ta), built(&tb)) else {
+                continue;
+            };
+            let mut st = State::default();
+            for i in 0..6 {
+                let mut w = String::new();
+                let target = 2000 + rng.next(6000) as usize;
+                while w.len() < target {
+                    w.push_str(&word(&mut rng, k));
+                }
+                let (t, bt) = if i % 2 == 0 { (&ta, &ba) } else { (&tb, &bb) };
+                let lookup = |a: u32, b: u32| t.merges.get(&key(a, b)).copied();
+                let want = heap(w.chars().map(|c| (t.ids[&c.to_string()], 1)), lookup);
+                let mut got = Vec::new();
+                assert!(bt.encode(w.as_bytes(), &mut st, |id, len| got.push((id, len))));
+                assert_eq!(got, want, "word {w:?}, merges {:?}", t.merges);
+                words += 1;
+            }
+        }
+        assert!(words > 300, "{words}");
     }
 
     /// The standalone run of `syms` done the plain way (lowest rank, leftmost first), with
