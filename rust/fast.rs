@@ -1273,6 +1273,52 @@ impl FastPath {
     }
 }
 
+impl FastPath {
+    /// `for_each_byte_level_word` with each word's ids appended by `words` (and in one loop
+    /// with the split, so that a cache hit is inline in the scanner's loop: no call per word).
+    pub(crate) fn byte_level_text_ids(
+        add_prefix_space: bool,
+        split: WordSplit,
+        segment: &str,
+        words: &mut crate::models::bpe::ByteLevelWords<'_>,
+        out: &mut Vec<u32>,
+    ) -> PwResult<()> {
+        let prefixed;
+        let s = if add_prefix_space && !segment.starts_with(' ') {
+            prefixed = format!(" {segment}");
+            prefixed.as_str()
+        } else {
+            segment
+        };
+        match split {
+            WordSplit::Whole if s.is_empty() => Ok(()),
+            WordSplit::Whole => words.ids(s.as_bytes(), out),
+            WordSplit::Gpt2 => each_word_ids(s, crate::byte_level::gpt2_match_end_fast, words, out),
+            WordSplit::Cl100k => {
+                each_word_ids(s, crate::byte_level::cl100k_match_end_fast, words, out)
+            }
+        }
+    }
+}
+
+/// `each_match` calling `words.ids` on every match.
+#[inline(always)]
+fn each_word_ids(
+    s: &str,
+    match_end: impl Fn(&str, usize) -> usize,
+    words: &mut crate::models::bpe::ByteLevelWords<'_>,
+    out: &mut Vec<u32>,
+) -> PwResult<()> {
+    let bytes = s.as_bytes();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let end = match_end(s, pos).clamp(pos + 1, bytes.len());
+        words.ids(bytes.get(pos..end).unwrap_or_default(), out)?;
+        pos = end;
+    }
+    Ok(())
+}
+
 /// Calls `f` on the consecutive matches of `s` (`match_end(s, pos)` ends the one at `pos`).
 #[inline(always)]
 fn each_match<E>(

@@ -810,11 +810,12 @@ impl Core {
                 self.ids_by_segment(text, out, |_, piece, out| {
                     if let Some(bpe) = bpe {
                         return bpe.with_byte_level_words(|words| {
-                            FastPath::for_each_byte_level_word(
+                            FastPath::byte_level_text_ids(
                                 add_prefix_space,
                                 split,
                                 piece,
-                                |raw| words.ids(raw, out),
+                                words,
+                                out,
                             )
                         });
                     }

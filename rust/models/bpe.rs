@@ -1225,6 +1225,20 @@ impl Bpe {
                 return Ok(());
             }
         }
+        self.merge_and_remember(table, key, out, merge)
+    }
+
+    /// The miss path of `cached_ids` (`key` is 1..=u32::MAX bytes and not in `table`): the
+    /// ids computed by `merge` (given cleared scratch space) and remembered.
+    fn merge_and_remember(
+        &self,
+        table: Option<&mut ids_cache::IdsTable>,
+        key: &[u8],
+        out: &mut Vec<u32>,
+        merge: impl FnOnce(&mut Word, &mut String, &mut Vec<u32>) -> Result<()>,
+    ) -> Result<()> {
+        let short = key.len() <= ids_cache::MAX_WORD;
+        let long = !short && key.len() <= ids_cache::MAX_LONG_WORD;
         let start = out.len();
         with_scratch(|word, buf| {
             word.clear();
@@ -1254,10 +1268,27 @@ impl ByteLevelWords<'_> {
     /// that is one token from the shared table, else merged. The thread's cache comes first:
     /// frequent words stay in its few hot lines, where the shared table is larger than the
     /// CPU caches, so it serves the words the thread has not met lately.
-    #[inline]
+    /// Only a hit on a short word is inline (it inlines into the scanner's loop over the
+    /// words); everything else is `ids_after_short_miss`.
+    #[inline(always)]
     pub(crate) fn ids(&mut self, raw: &[u8], out: &mut Vec<u32>) -> Result<()> {
+        let short = !raw.is_empty() && raw.len() <= ids_cache::MAX_WORD;
+        if short {
+            if let Some(t) = self.table.as_deref_mut() {
+                if t.get(raw, out) {
+                    return Ok(());
+                }
+            }
+        }
+        self.ids_after_short_miss(raw, short, out)
+    }
+
+    /// `ids` past the inline lookup (`short`: `raw` is a short word the table lacks, so it is
+    /// not looked up again).
+    #[inline(never)]
+    fn ids_after_short_miss(&mut self, raw: &[u8], short: bool, out: &mut Vec<u32>) -> Result<()> {
         let (bpe, syms, singles) = (self.bpe, self.syms, self.singles);
-        bpe.cached_ids(self.table.as_deref_mut(), raw, out, |word, buf, out| {
+        let merge = |word: &mut Word, buf: &mut String, out: &mut Vec<u32>| {
             if let Some(t) = singles {
                 if let Some(id) = t.get(raw) {
                     out.push(id);
@@ -1265,7 +1296,13 @@ impl ByteLevelWords<'_> {
                 }
             }
             bpe.byte_level_merge(syms, raw, word, buf, out, singles.is_some())
-        })
+        };
+        let table = self.table.as_deref_mut();
+        if short {
+            bpe.merge_and_remember(table, raw, out, merge)
+        } else {
+            bpe.cached_ids(table, raw, out, merge)
+        }
     }
 }
 
