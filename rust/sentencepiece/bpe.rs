@@ -145,6 +145,53 @@ const _: () = assert!(SHORT >= 2);
 /// `▁` in UTF-8.
 const SPACE: &[u8] = "\u{2581}".as_bytes();
 
+/// Whether `▁` starts at byte `i` (byte by byte: a slice comparison would call memcmp).
+#[inline]
+fn is_space_at(bytes: &[u8], i: usize) -> bool {
+    bytes.get(i) == Some(&0xE2)
+        && bytes.get(i + 1) == Some(&0x96)
+        && bytes.get(i + 2) == Some(&0x81)
+}
+
+/// The first byte at or after `i` where `▁` starts, or `bytes.len()`. Eight bytes at a time:
+/// `(x - 0x01…) & !x & 0x80…` flags the zero bytes of `x` (the word XOR `0xE2…`), exactly up
+/// to and including the first one (a borrow can only flag bytes after it), so its lowest set
+/// bit is the first `0xE2` of the word.
+#[inline]
+fn next_space(bytes: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    const LEAD: u64 = 0xE2E2_E2E2_E2E2_E2E2;
+    let n = bytes.len();
+    loop {
+        let word = bytes
+            .get(i..i + 8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes);
+        let Some(word) = word else {
+            // Fewer than eight bytes left.
+            while i < n {
+                if is_space_at(bytes, i) {
+                    return i;
+                }
+                i += 1;
+            }
+            return n;
+        };
+        let x = word ^ LEAD;
+        let hit = x.wrapping_sub(ONES) & !x & HIGH;
+        if hit == 0 {
+            i += 8;
+            continue;
+        }
+        let j = i + (hit.trailing_zeros() / 8) as usize;
+        if is_space_at(bytes, j) {
+            return j;
+        }
+        i = j + 1;
+    }
+}
+
 fn byte_piece(b: u8) -> String {
     format!("<0x{b:02X}>")
 }
@@ -526,39 +573,25 @@ impl SpBpe {
     /// ▁ is three bytes that occur in UTF-8 only as that character, so byte matching is exact.
     fn span_end(&self, bytes: &[u8], start: usize) -> usize {
         let n = bytes.len();
-        // Byte by byte: a slice comparison would call memcmp.
-        let is_space = |i: usize| {
-            bytes.get(i) == Some(&0xE2)
-                && bytes.get(i + 1) == Some(&0x96)
-                && bytes.get(i + 2) == Some(&0x81)
-        };
         let mut i = start;
         match self.cut {
             Cut::BeforeSpace => {
                 // Skip the leading ▁ run, then cut at the next ▁.
-                while is_space(i) {
+                while is_space_at(bytes, i) {
                     i += 3;
                 }
-                while i < n {
-                    if is_space(i) {
-                        return i;
-                    }
-                    i += 1;
-                }
-                n
+                next_space(bytes, i)
             }
             Cut::AfterSpace => {
                 // Skip to the first ▁, then past its run: the cut is after the run.
-                while i < n {
-                    if is_space(i) {
-                        while is_space(i) {
-                            i += 3;
-                        }
-                        return i;
-                    }
-                    i += 1;
+                i = next_space(bytes, i);
+                if i == n {
+                    return n;
                 }
-                n
+                while is_space_at(bytes, i) {
+                    i += 3;
+                }
+                i
             }
             Cut::Never => n,
         }
@@ -1357,6 +1390,27 @@ mod tests {
         assert!(built > 500, "{built}");
         assert!(built < 1400, "{built}");
         assert!(long > 10_000, "{long}");
+    }
+
+    /// The word-at-a-time `▁` search against a byte-by-byte one.
+    #[test]
+    fn next_space_matches_a_plain_search() {
+        let mut next = crate::test_rng(0x0E2E_2961_81AB_CDEF);
+        for _ in 0..20_000 {
+            let len = (next() % 40) as usize;
+            let t: String = (0..len)
+                .map(|_| {
+                    ['a', '\u{2581}', 'â', '\u{2580}', '\u{2582}', 'ℂ', 'x'][(next() % 7) as usize]
+                })
+                .collect();
+            let b = t.as_bytes();
+            for from in 0..=b.len() {
+                let want = (from..b.len())
+                    .find(|&i| b[i..].starts_with("\u{2581}".as_bytes()))
+                    .unwrap_or(b.len());
+                assert_eq!(next_space(b, from), want, "{t:?} from {from}");
+            }
+        }
     }
 
     #[test]

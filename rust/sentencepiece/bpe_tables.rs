@@ -330,11 +330,12 @@ fn span_key(s: &[u8]) -> Option<[u64; 3]> {
     crate::text::overlap_key::<3>(s)
 }
 
+/// The first slot of the two-slot set of a span (its slots are `set` and `set + 1`).
 #[inline]
-fn slot_of(k: &[u64; 3], len: usize) -> usize {
+fn set_of(k: &[u64; 3], len: usize) -> usize {
     let h = (k[0] ^ k[1].rotate_left(21) ^ k[2].rotate_left(42) ^ len as u64).wrapping_mul(MIX);
     let h = h ^ (h >> 31);
-    (h.wrapping_mul(MIX) >> 49) as usize & (CACHE_SLOTS - 1)
+    (h.wrapping_mul(MIX) >> 49) as usize & (CACHE_SLOTS - 2)
 }
 
 /// Longest span (in bytes) the cache keeps: longer than `CACHE_MAX_SPAN` goes to the
@@ -472,10 +473,11 @@ impl LongSpans {
     }
 }
 
-/// One model's span cache in one thread. Short spans: direct-mapped slots of one cache line
-/// (a new span replaces the one in its slot, so memory is bounded and nothing needs
-/// evicting); longer ones: `LongSpans`. A hit compares the whole key, so it is exact
-/// whatever the hash does.
+/// One model's span cache in one thread. Short spans: sets of two slots of one cache line
+/// each, least recently used first out (a new span takes the first slot and moves its
+/// occupant to the second; a hit in the second swaps them), so memory is bounded and two
+/// common spans that hash alike both stay; longer ones: `LongSpans`. A hit compares the
+/// whole key, so it is exact whatever the hash does.
 pub(super) struct SpanTable {
     slots: Box<[Slot]>,
     long: LongSpans,
@@ -491,19 +493,31 @@ impl SpanTable {
 
     /// Append the cached runs of `span` (starting at byte `base`) to `out`; false on a miss.
     #[inline]
-    pub(super) fn get(&self, span: &[u8], base: usize, out: &mut Vec<(u32, usize, usize)>) -> bool {
+    pub(super) fn get(
+        &mut self,
+        span: &[u8],
+        base: usize,
+        out: &mut Vec<(u32, usize, usize)>,
+    ) -> bool {
         if span.len() > CACHE_MAX_SPAN {
             return self.long.get(span, base, out);
         }
         let Some(key) = span_key(span) else {
             return false;
         };
-        let Some(slot) = self.slots.get(slot_of(&key, span.len())) else {
+        let set = set_of(&key, span.len());
+        let Some(ways) = self.slots.get_mut(set..set + 2) else {
             return false;
         };
-        if usize::from(slot.key_len) != span.len() || slot.key != key {
-            return false;
-        }
+        let hit = |s: &Slot| usize::from(s.key_len) == span.len() && s.key == key;
+        let slot = match ways {
+            [first, _] if hit(first) => first,
+            [first, second] if hit(second) => {
+                std::mem::swap(first, second);
+                first
+            }
+            _ => return false,
+        };
         let mut pos = base;
         for (&id, &len) in slot.ids.iter().zip(&slot.lens).take(usize::from(slot.n)) {
             out.push((id, pos, pos + usize::from(len)));
@@ -534,8 +548,10 @@ impl SpanTable {
             // A run lies inside a span of at most CACHE_MAX_SPAN bytes.
             *dst_len = e.saturating_sub(s) as u8;
         }
-        if let Some(dst) = self.slots.get_mut(slot_of(&key, span.len())) {
-            *dst = slot;
+        let set = set_of(&key, span.len());
+        if let Some([first, second]) = self.slots.get_mut(set..set + 2) {
+            *second = *first;
+            *first = slot;
         }
     }
 }
@@ -664,6 +680,36 @@ mod tests {
         let many: Vec<_> = (0..7).map(|i| (i, i as usize, i as usize + 1)).collect();
         t.set(b"abcdefg", &many);
         assert!(!t.get(b"abcdefg", 0, &mut out));
+    }
+
+    /// Spans whose keys share a set: the two most recently used stay, the third goes.
+    #[test]
+    fn span_sets_keep_the_two_most_recent() {
+        let span = |i: u32| format!("w{i}").into_bytes();
+        let set = |i: u32| {
+            let s = span(i);
+            set_of(&span_key(&s).unwrap(), s.len())
+        };
+        let target = set(0);
+        let same: Vec<u32> = (1..2_000_000)
+            .filter(|&i| set(i) == target)
+            .take(2)
+            .collect();
+        assert_eq!(same.len(), 2);
+        let (a, b, c) = (0, same[0], same[1]);
+        let runs = |i: u32| [(i, 0usize, span(i).len())];
+        let mut t = SpanTable::new();
+        let mut out = Vec::new();
+        t.set(&span(a), &runs(a));
+        t.set(&span(b), &runs(b));
+        // `a` is in the second slot; a hit moves it first, so `b` is the one `c` evicts.
+        assert!(t.get(&span(a), 0, &mut out));
+        t.set(&span(c), &runs(c));
+        out.clear();
+        assert!(t.get(&span(a), 0, &mut out));
+        assert!(t.get(&span(c), 0, &mut out));
+        assert!(!t.get(&span(b), 0, &mut out));
+        assert_eq!(out, [runs(a)[0], runs(c)[0]]);
     }
 
     #[test]
