@@ -56,7 +56,8 @@ def test_real_models(name: str) -> None:
     p = DATA / name
     if not p.exists():
         pytest.skip(f"{p} not found")
-    texts = random_texts(1500, zlib.crc32(name.encode())) + corpus_lines(300, seed=7)
+    corners = ["a ▁", "a▁", "▁", " ▁ ", "a ▁ b▁", "▁a", "é▁", "a\n▁", "<eop>", "a<eop>b", "a\u0301"]
+    texts = corners + random_texts(1500, zlib.crc32(name.encode())) + corpus_lines(300, seed=7)
     _check(p.read_bytes(), texts)
 
 

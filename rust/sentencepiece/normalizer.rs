@@ -397,8 +397,9 @@ impl SpNormalizer {
     /// skips the leading spaces (a `WORD_SPACE*` byte is one for both its skip loop and its
     /// main loop), writes `▁`, then per byte: a copied byte (`WORD_COPY`, and
     /// `WORD_COPY_BEFORE_ASCII` before an ASCII byte or the end, as its ASCII loop decides),
-    /// or a character `simple_char` copies through the `bmp_plain` shortcut (`WORD_LEAD`)
-    /// is appended and clears `is_prev_space`; a space appends `▁` unless the previous byte
+    /// or a character `simple_char` copies through the `bmp_plain` shortcut (`WORD_LEAD`, when
+    /// no user-defined piece matches there; not `▁` itself) is appended and clears
+    /// `is_prev_space`; a space appends `▁` unless the previous byte
     /// was a space; trailing `▁`s are trimmed at the end. Every other byte may do something
     /// else, so it declines the text.
     pub(crate) fn plain_words(&self, input: &str, words: &mut Vec<(u32, u32)>) -> bool {
@@ -440,11 +441,13 @@ impl SpNormalizer {
                         return false;
                     }
                     match bmp_code_point(rest) {
+                        // (A literal `▁` would be trimmed at the end like an escaped space.)
                         Some(cp)
-                            if self
-                                .bmp_plain
-                                .get(cp as usize >> 6)
-                                .is_some_and(|w| (w >> (cp & 63)) & 1 == 1) =>
+                            if cp != 0x2581
+                                && self
+                                    .bmp_plain
+                                    .get(cp as usize >> 6)
+                                    .is_some_and(|w| (w >> (cp & 63)) & 1 == 1) =>
                         {
                             if cp < 0x800 {
                                 2
@@ -784,7 +787,9 @@ mod tests {
         max_len: u64,
         x: &mut u64,
         flags: u32,
-    ) {
+    ) -> usize {
+        let mut words = Vec::new();
+        let mut plain = 0;
         for _ in 0..n {
             *x ^= *x << 13;
             *x ^= *x >> 7;
@@ -799,7 +804,18 @@ mod tests {
             let mut s = String::from("stale");
             fast.normalize_text(&text, &mut s).unwrap();
             assert_eq!(s, want.0, "{text:?} {flags}");
+            // When `plain_words` takes the text, its words make the same normalization.
+            if fast.plain_words(&text, &mut words) {
+                let mut joined = String::new();
+                for &(a, b) in &words {
+                    joined.push_str(SPACE_SYMBOL);
+                    joined.push_str(&text[a as usize..b as usize]);
+                }
+                assert_eq!(joined, want.0, "{text:?} {flags} {words:?}");
+                plain += 1;
+            }
         }
+        plain
     }
 
     #[test]
@@ -832,7 +848,13 @@ mod tests {
             // are plain before an ASCII byte.)
             assert!(fast.ascii_plain & (1 << b' ') != 0 && fast.ascii_plain & (1 << b'0') != 0);
             assert!(fast.ascii_plain_before_ascii & (1 << b'a') != 0);
-            agree(&fast, &general, &alphabet, 4000, 14, &mut x, flags);
+            let plain = agree(&fast, &general, &alphabet, 4000, 14, &mut x, flags);
+            // Mostly characters `plain_words` takes, and a few it refuses or that change
+            // what their neighbour does.
+            let mostly_plain: Vec<char> = "aaZ0  \t\n\r.é=<e€–“日ﬁ\u{301}\u{338}".chars().collect();
+            let plain = plain + agree(&fast, &general, &mostly_plain, 4000, 14, &mut x, flags);
+            // (`plain_words` needs the dummy prefix and whitespace removal.)
+            assert!(if flags == 3 { plain > 400 } else { plain == 0 }, "{plain}");
             // User-defined pieces: lone ASCII ones stay plain, longer ones start chunks.
             for uds in [
                 &["<eop>", ".", "(", "ab", "e\u{301}x"][..],
@@ -853,7 +875,10 @@ mod tests {
                 assert!(fast.ascii_plain & (1 << b'.') != 0 || uds.len() == 3);
                 assert!(fast.ascii_plain & (1 << b'a') == 0);
                 let alphabet: Vec<char> = "aZ0 Qb.(<eop>x\u{301}\u{a0}éＡ…ﬁ".chars().collect();
-                agree(&fast, &general, &alphabet, 3000, 16, &mut x, flags);
+                let mut plain = agree(&fast, &general, &alphabet, 3000, 16, &mut x, flags);
+                let mostly_plain: Vec<char> = "aaZ0  \n.(é<eop>Ａ€–".chars().collect();
+                plain += agree(&fast, &general, &mostly_plain, 3000, 12, &mut x, flags);
+                assert!(flags != 3 || plain > 100, "{plain}");
             }
         }
     }

@@ -1314,6 +1314,105 @@ mod tests {
     }
 
     #[test]
+    fn plain_words_ids_agree_with_the_reference_loop() {
+        // The ids shortcut over the raw text (words between spaces, each read as `▁` + word)
+        // gives the reference loop's ids over the normalized string, unknown runs fused; with
+        // byte fallback it declines any text with an unknown piece.
+        let mut rng = crate::test_rng(0x2545_F491_9E37_79B9u64);
+        let mut next = move |m: u64| rng() % m;
+        // `z` and `日` are never single pieces (unknown characters).
+        let letters = ["a", "b", "c", "é", "z", "日"];
+        let score_list = [
+            -1.0f32,
+            -2.0,
+            -3.0,
+            -3.003,
+            -1.0039,
+            -0.99999994,
+            -1.5,
+            0.003,
+            -60000.0,
+        ];
+        let mut norm = SpNormalizer {
+            add_dummy_prefix: true,
+            remove_extra_whitespaces: true,
+            escape_whitespaces: true,
+            ..Default::default()
+        };
+        norm.prepare();
+        let (mut checked, mut declined) = (0usize, 0usize);
+        for round in 0..60 {
+            let mut pieces = vec![PieceEntry {
+                piece: "<unk>".into(),
+                score: 0.0,
+                kind: Unknown,
+            }];
+            let mut seen = std::collections::HashSet::new();
+            for _ in 0..(next(50) + 5) {
+                let mut piece: String = if next(2) == 0 {
+                    "▁".into()
+                } else {
+                    String::new()
+                };
+                piece.extend((0..next(3) + 1).map(|_| letters[next(4) as usize]));
+                if next(10) == 0 {
+                    piece = "▁".into();
+                }
+                if !seen.insert(piece.clone()) {
+                    continue;
+                }
+                let kind = if next(10) == 0 { UserDefined } else { Normal };
+                let k = if round % 2 == 0 { score_list.len() } else { 8 };
+                pieces.push(PieceEntry {
+                    piece,
+                    score: score_list[next(k as u64) as usize],
+                    kind,
+                });
+            }
+            let m = SpUnigram::new(&pieces, 0).unwrap();
+            assert!(m.words_ok);
+            for t in 0..30 {
+                let count = if t % 10 == 0 { 2000 } else { next(30) };
+                let mut text = String::new();
+                for _ in 0..count {
+                    text.extend((0..next(3)).map(|_| ' '));
+                    // Long words too (past the cache's key length).
+                    let len = if next(20) == 0 { 30 } else { next(7) + 1 };
+                    text.extend((0..len).map(|_| letters[next(6) as usize]));
+                }
+                let mut normalized = String::new();
+                norm.normalize_text(&text, &mut normalized).unwrap();
+                let mut want: Vec<u32> = vec![];
+                for (id, _, _) in reference(&pieces, 0, &normalized) {
+                    if !(id == 0 && want.last() == Some(&0)) {
+                        want.push(id);
+                    }
+                }
+                let mut ids = vec![7u32];
+                m.encode_plain_words(&norm, false, &text, &mut ids)
+                    .expect("plain text")
+                    .unwrap();
+                assert_eq!(ids[1..], want[..], "round {round} {text:?}");
+                let mut ids = vec![7u32];
+                match m.encode_plain_words(&norm, true, &text, &mut ids) {
+                    Some(r) => {
+                        r.unwrap();
+                        assert!(!want.contains(&0));
+                        assert_eq!(ids[1..], want[..], "round {round} {text:?}");
+                    }
+                    None => {
+                        assert!(want.contains(&0));
+                        assert_eq!(ids, [7]);
+                        declined += 1;
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked == 1800 && declined > 100, "{declined}");
+    }
+
+    #[test]
     fn slot_is_one_cache_line() {
         assert_eq!(std::mem::size_of::<Slot>(), 64);
     }
