@@ -61,9 +61,10 @@ const WORD_SPACE_BEFORE_ASCII: u8 = 3;
 /// The lead byte of a 2- or 3-byte character that no user-defined piece starts with: it is
 /// copied when `bmp_plain` says no rule matches there.
 const WORD_LEAD: u8 = 4;
-/// A lead byte as `WORD_LEAD` that some user-defined piece starts with: as `WORD_LEAD` when
-/// none of them matches there.
-const WORD_LEAD_UD: u8 = 6;
+/// Added to a class: some user-defined piece starts with the byte. Where one matches, its
+/// bytes are copied raw as one chunk (a word's bytes, when it has no space and no `▁`);
+/// where none does, the byte is of the class without this flag.
+const WORD_UD: u8 = 8;
 /// Anything else: `plain_words` declines the text.
 const WORD_OTHER: u8 = 5;
 
@@ -336,22 +337,31 @@ impl SpNormalizer {
             } else if bit(self.ascii_plain) {
                 WORD_COPY
             } else if b < 128 {
-                match self.lone_ascii_rule(b) {
+                let base = match self.lone_ascii_rule(b) {
                     Some(r) if r == b" " => WORD_SPACE_BEFORE_ASCII,
                     Some(r) if r == [b] => WORD_COPY_BEFORE_ASCII,
                     _ => WORD_OTHER,
+                };
+                let ud_start = self
+                    .user_defined
+                    .as_ref()
+                    .is_some_and(|ud| ud.keys_starting_with(b) != (false, false));
+                if ud_start {
+                    base | WORD_UD
+                } else {
+                    base
                 }
             } else if (0xc2..0xf0).contains(&b) {
                 if ud_free {
                     WORD_LEAD
                 } else {
-                    WORD_LEAD_UD
+                    WORD_LEAD | WORD_UD
                 }
             } else {
                 WORD_OTHER
             };
             if matches!(
-                class[usize::from(b)],
+                class[usize::from(b)] & !WORD_UD,
                 WORD_COPY_BEFORE_ASCII | WORD_SPACE_BEFORE_ASCII
             ) {
                 for c in 128..=255u8 {
@@ -364,19 +374,13 @@ impl SpNormalizer {
         self.word_class = class.into();
     }
 
-    /// What `normalize_prefix` gives for ASCII byte `b` when no rule key continues `b` with
-    /// the next byte, if that does not depend on more: no user-defined piece starts with `b`
-    /// (that search cannot match), no rule key continues `b` with an ASCII byte (NUL ends
-    /// every search), and then the charsmap can only match `[b]` alone: its rule's
-    /// replacement, or `b` itself without one.
+    /// What `normalize_prefix` gives for ASCII byte `b` when no user-defined piece matches
+    /// there and no rule key continues `b` with the next byte, if that does not depend on
+    /// more: no rule key continues `b` with an ASCII byte (NUL ends every search), and then
+    /// the charsmap can only match `[b]` alone: its rule's replacement, or `b` itself
+    /// without one.
     fn lone_ascii_rule(&self, b: u8) -> Option<Vec<u8>> {
-        if b == 0
-            || self
-                .user_defined
-                .as_ref()
-                .is_some_and(|ud| ud.keys_starting_with(b) != (false, false))
-            || (1..128u8).any(|c| self.charsmap.has_prefix(&[b, c]))
-        {
+        if b == 0 || (1..128u8).any(|c| self.charsmap.has_prefix(&[b, c])) {
             return None;
         }
         let mut rule = None;
@@ -395,13 +399,13 @@ impl SpNormalizer {
     ///
     /// Why. With whitespace removal, escaping and a leading dummy prefix, `normalize_with`
     /// skips the leading spaces (a `WORD_SPACE*` byte is one for both its skip loop and its
-    /// main loop), writes `▁`, then per byte: a copied byte (`WORD_COPY`, and
-    /// `WORD_COPY_BEFORE_ASCII` before an ASCII byte or the end, as its ASCII loop decides),
-    /// or a character `simple_char` copies through the `bmp_plain` shortcut (`WORD_LEAD`, when
-    /// no user-defined piece matches there; not `▁` itself) is appended and clears
-    /// `is_prev_space`; a space appends `▁` unless the previous byte
-    /// was a space; trailing `▁`s are trimmed at the end. Every other byte may do something
-    /// else, so it declines the text.
+    /// main loop), writes `▁`, then per position: a user-defined match without space or `▁`
+    /// (copied raw), a copied byte (`WORD_COPY`; `WORD_COPY_BEFORE_ASCII` where no rule key
+    /// continues it with the next byte, as `lone_ascii_rule` argues), or a character that
+    /// `simple_char` copies through the `bmp_plain` shortcut (`WORD_LEAD`; not `▁` itself) is
+    /// appended and clears `is_prev_space`; a space appends `▁` unless the previous byte was
+    /// a space; trailing `▁`s are trimmed at the end (there are none but escaped spaces).
+    /// Anything else may do something different, so it declines the text.
     pub(crate) fn plain_words(&self, input: &str, words: &mut Vec<(u32, u32)>) -> bool {
         words.clear();
         let class = &self.word_class[..];
@@ -425,21 +429,43 @@ impl SpNormalizer {
         let mut i = 0usize;
         while let Some(&b) = bytes.get(i) {
             let c = class[usize::from(b)];
-            let n = match c {
-                WORD_COPY => 1,
-                WORD_COPY_BEFORE_ASCII if alone_at(i + 1) => 1,
-                WORD_SPACE => 0,
-                WORD_SPACE_BEFORE_ASCII if alone_at(i + 1) => 0,
-                WORD_LEAD | WORD_LEAD_UD => {
-                    let rest = bytes.get(i..).unwrap_or_default();
-                    if c == WORD_LEAD_UD
-                        && self
-                            .user_defined
-                            .as_ref()
-                            .is_some_and(|ud| ud.longest_prefix(rest).is_some())
-                    {
+            // The common bytes first, without the general step's branches.
+            if c == WORD_COPY || c == WORD_COPY_BEFORE_ASCII && alone_at(i + 1) {
+                start.get_or_insert(i);
+                i += 1;
+                continue;
+            }
+            if c == WORD_SPACE {
+                if let Some(a) = start.take() {
+                    words.push((a as u32, i as u32));
+                }
+                i += 1;
+                continue;
+            }
+            let rest = bytes.get(i..).unwrap_or_default();
+            let ud_len = if c & WORD_UD != 0 {
+                self.user_defined
+                    .as_ref()
+                    .and_then(|ud| ud.longest_prefix(rest))
+                    .map(|(len, _)| len)
+            } else {
+                None
+            };
+            let n = match (ud_len, c & !WORD_UD) {
+                (Some(len), _) => {
+                    // `normalize_prefix`'s user-defined match, copied raw.
+                    let m = rest.get(..len).unwrap_or_default();
+                    let space = SPACE_SYMBOL.as_bytes();
+                    if len == 0 || m.contains(&b' ') || m.windows(space.len()).any(|w| w == space) {
                         return false;
                     }
+                    len
+                }
+                (None, WORD_COPY) => 1,
+                (None, WORD_COPY_BEFORE_ASCII) if alone_at(i + 1) => 1,
+                (None, WORD_SPACE) => 0,
+                (None, WORD_SPACE_BEFORE_ASCII) if alone_at(i + 1) => 0,
+                (None, WORD_LEAD) => {
                     match bmp_code_point(rest) {
                         // (A literal `▁` would be trimmed at the end like an escaped space.)
                         Some(cp)
