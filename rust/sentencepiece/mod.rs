@@ -74,6 +74,8 @@ pub struct SentencePiece {
     segmenter: Box<dyn Segmenter>,
     /// The BPE segmenter again (shared with `segmenter`), for the ids-only path.
     bpe: Option<Arc<bpe::SpBpe>>,
+    /// The Unigram segmenter again, for its ids-only shortcut.
+    unigram: Option<Arc<unigram::SpUnigram>>,
     /// Each piece's type, packed (read once per token on the hot path).
     kinds: Vec<PieceType>,
     unk_id: u32,
@@ -118,12 +120,20 @@ fn make_normalizer(s: &NormalizerSettings, treat_ws_as_suffix: bool) -> Result<S
         ascii_plain_before_ascii: 0,
         ud_free_lead: [0; 4],
         bmp_plain: Default::default(),
+        word_class: Default::default(),
+        word_weak_next: 0,
     };
     n.prepare();
     Ok(n)
 }
 
 impl Segmenter for Arc<bpe::SpBpe> {
+    fn segment(&self, normalized: &str, out: &mut Vec<SpPiece>) -> Result<()> {
+        self.as_ref().segment(normalized, out)
+    }
+}
+
+impl Segmenter for Arc<unigram::SpUnigram> {
     fn segment(&self, normalized: &str, out: &mut Vec<SpPiece>) -> Result<()> {
         self.as_ref().segment(normalized, out)
     }
@@ -278,8 +288,15 @@ impl SentencePiece {
             )?)),
             _ => None,
         };
+        let unigram = match data.model_type {
+            ModelType::Unigram => Some(Arc::new(unigram::SpUnigram::new(&data.pieces, unk_id)?)),
+            _ => None,
+        };
         let segmenter: Box<dyn Segmenter> = match data.model_type {
-            ModelType::Unigram => Box::new(unigram::SpUnigram::new(&data.pieces, unk_id)?),
+            ModelType::Unigram => match &unigram {
+                Some(u) => Box::new(u.clone()),
+                None => return Err(Error::other("sentencepiece Unigram: segmenter missing")),
+            },
             ModelType::Bpe => match &bpe {
                 Some(b) => Box::new(b.clone()),
                 None => return Err(Error::other("sentencepiece BPE: segmenter missing")),
@@ -300,6 +317,7 @@ impl SentencePiece {
             denormalizer,
             segmenter,
             bpe,
+            unigram,
             kinds,
             unk_id,
             byte_ids,
@@ -433,6 +451,13 @@ impl SentencePiece {
     /// count of consumed input bytes, which only grows; the trailing-space trim re-reads an
     /// entry already there), and a span with `start <= end` therefore maps forwards.
     fn encode_ids_pieces(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        if let Some(r) = self.unigram.as_ref().and_then(|u| {
+            u.encode_plain_words(&self.normalizer, self.byte_ids.is_some(), text, out)
+        }) {
+            // The ids below when the text's normalization is plain words (no CONTROL piece
+            // can be matched, every byte is covered, unknown runs are fused alike).
+            return r;
+        }
         NORMALIZED.with(|cell| {
             let mut normalized = cell.take();
             let r = SCRATCH.with(|sc_cell| {

@@ -39,7 +39,34 @@ pub struct SpNormalizer {
     /// no rule key ends inside them), so `simple_char` copies it without the charsmap walk.
     /// Filled by `prepare`; empty (the default) only turns that shortcut off.
     pub(crate) bmp_plain: std::sync::Arc<[u64]>,
+    /// Per byte, what `plain_words` does with it (`WORD_*`). Filled by `prepare`; empty (the
+    /// default) only turns `plain_words` off.
+    pub(crate) word_class: std::sync::Arc<[u8]>,
+    /// Bit `c - 128` set: some rule key continues a `WORD_*_BEFORE_ASCII` byte with byte `c`
+    /// (NFKC's combining marks). Before any other byte such a byte has only its own rule, if
+    /// any. Filled by `prepare`.
+    pub(crate) word_weak_next: u128,
 }
+
+/// `word_class` values. A byte that is its own normalization (`ascii_plain`).
+const WORD_COPY: u8 = 0;
+/// An ASCII byte that is its own normalization before an ASCII byte, the end, or a byte
+/// outside `word_weak_next` (`ascii_plain_before_ascii`, or a rule giving the byte itself).
+const WORD_COPY_BEFORE_ASCII: u8 = 1;
+/// A space the ASCII loop handles as such (a plain `' '`).
+const WORD_SPACE: u8 = 2;
+/// An ASCII byte normalized to `" "` where a `WORD_COPY_BEFORE_ASCII` byte is copied (`\n`,
+/// `\t` in NFKC).
+const WORD_SPACE_BEFORE_ASCII: u8 = 3;
+/// The lead byte of a 2- or 3-byte character that no user-defined piece starts with: it is
+/// copied when `bmp_plain` says no rule matches there.
+const WORD_LEAD: u8 = 4;
+/// Added to a class: some user-defined piece starts with the byte. Where one matches, its
+/// bytes are copied raw as one chunk (a word's bytes, when it has no space and no `▁`);
+/// where none does, the byte is of the class without this flag.
+const WORD_UD: u8 = 8;
+/// Anything else: `plain_words` declines the text.
+const WORD_OTHER: u8 = 5;
 
 /// Length of the UTF-8 sequence a lead byte announces, as the reference's table gives it
 /// (a stray continuation byte counts as one).
@@ -300,6 +327,179 @@ impl SpNormalizer {
                 self.ascii_plain_before_ascii |= 1u128 << b;
             }
         }
+        let mut class = vec![WORD_OTHER; 256];
+        self.word_weak_next = 0;
+        for b in 0..=255u8 {
+            let bit = |m: u128| b < 128 && (m >> b) & 1 == 1;
+            let ud_free = (self.ud_free_lead[usize::from(b >> 6)] >> (b & 63)) & 1 == 1;
+            class[usize::from(b)] = if b == b' ' && bit(self.ascii_plain) {
+                WORD_SPACE
+            } else if bit(self.ascii_plain) {
+                WORD_COPY
+            } else if b < 128 {
+                let base = match self.lone_ascii_rule(b) {
+                    Some(r) if r == b" " => WORD_SPACE_BEFORE_ASCII,
+                    Some(r) if r == [b] => WORD_COPY_BEFORE_ASCII,
+                    _ => WORD_OTHER,
+                };
+                let ud_start = self
+                    .user_defined
+                    .as_ref()
+                    .is_some_and(|ud| ud.keys_starting_with(b) != (false, false));
+                if ud_start {
+                    base | WORD_UD
+                } else {
+                    base
+                }
+            } else if (0xc2..0xf0).contains(&b) {
+                if ud_free {
+                    WORD_LEAD
+                } else {
+                    WORD_LEAD | WORD_UD
+                }
+            } else {
+                WORD_OTHER
+            };
+            if matches!(
+                class[usize::from(b)] & !WORD_UD,
+                WORD_COPY_BEFORE_ASCII | WORD_SPACE_BEFORE_ASCII
+            ) {
+                for c in 128..=255u8 {
+                    if self.charsmap.has_prefix(&[b, c]) {
+                        self.word_weak_next |= 1u128 << (c - 128);
+                    }
+                }
+            }
+        }
+        self.word_class = class.into();
+    }
+
+    /// What `normalize_prefix` gives for ASCII byte `b` when no user-defined piece matches
+    /// there and no rule key continues `b` with the next byte, if that does not depend on
+    /// more: no rule key continues `b` with an ASCII byte (NUL ends every search), and then
+    /// the charsmap can only match `[b]` alone: its rule's replacement, or `b` itself
+    /// without one.
+    fn lone_ascii_rule(&self, b: u8) -> Option<Vec<u8>> {
+        if b == 0 || (1..128u8).any(|c| self.charsmap.has_prefix(&[b, c])) {
+            return None;
+        }
+        let mut rule = None;
+        self.charsmap
+            .common_prefix_search(&[b], |len, v| rule = (len == 1).then_some(v));
+        match rule {
+            None => Some(vec![b]),
+            Some(v) => self.charsmap.replacement(v).map(|r| r.as_bytes().to_vec()),
+        }
+    }
+
+    /// When the normalization of `input` is `▁` followed by its words joined with `▁`, a word
+    /// being a maximal run of bytes that are their own normalization: push the words' byte
+    /// ranges into `words` and return true (no words: the normalization is empty). Else
+    /// return false (`words` then holds anything).
+    ///
+    /// Why. With whitespace removal, escaping and a leading dummy prefix, `normalize_with`
+    /// skips the leading spaces (a `WORD_SPACE*` byte is one for both its skip loop and its
+    /// main loop), writes `▁`, then per position: a user-defined match without space or `▁`
+    /// (copied raw), a copied byte (`WORD_COPY`; `WORD_COPY_BEFORE_ASCII` where no rule key
+    /// continues it with the next byte, as `lone_ascii_rule` argues), or a character that
+    /// `simple_char` copies through the `bmp_plain` shortcut (`WORD_LEAD`; not `▁` itself) is
+    /// appended and clears `is_prev_space`; a space appends `▁` unless the previous byte was
+    /// a space; trailing `▁`s are trimmed at the end (there are none but escaped spaces).
+    /// Anything else may do something different, so it declines the text.
+    pub(crate) fn plain_words(&self, input: &str, words: &mut Vec<(u32, u32)>) -> bool {
+        words.clear();
+        let class = &self.word_class[..];
+        if class.len() != 256
+            || !(self.add_dummy_prefix
+                && self.remove_extra_whitespaces
+                && self.escape_whitespaces
+                && !self.treat_whitespace_as_suffix)
+            || input.len() >= u32::MAX as usize
+        {
+            return false;
+        }
+        let bytes = input.as_bytes();
+        let weak_next = self.word_weak_next;
+        let alone_at = |i: usize| {
+            bytes
+                .get(i)
+                .is_none_or(|&c| c < 0x80 || (weak_next >> (c - 128)) & 1 == 0)
+        };
+        let mut start = None::<usize>;
+        let mut i = 0usize;
+        while let Some(&b) = bytes.get(i) {
+            let c = class[usize::from(b)];
+            // The common bytes first, without the general step's branches.
+            if c == WORD_COPY || c == WORD_COPY_BEFORE_ASCII && alone_at(i + 1) {
+                start.get_or_insert(i);
+                i += 1;
+                continue;
+            }
+            if c == WORD_SPACE {
+                if let Some(a) = start.take() {
+                    words.push((a as u32, i as u32));
+                }
+                i += 1;
+                continue;
+            }
+            let rest = bytes.get(i..).unwrap_or_default();
+            let ud_len = if c & WORD_UD != 0 {
+                self.user_defined
+                    .as_ref()
+                    .and_then(|ud| ud.longest_prefix(rest))
+                    .map(|(len, _)| len)
+            } else {
+                None
+            };
+            let n = match (ud_len, c & !WORD_UD) {
+                (Some(len), _) => {
+                    // `normalize_prefix`'s user-defined match, copied raw.
+                    let m = rest.get(..len).unwrap_or_default();
+                    let space = SPACE_SYMBOL.as_bytes();
+                    if len == 0 || m.contains(&b' ') || m.windows(space.len()).any(|w| w == space) {
+                        return false;
+                    }
+                    len
+                }
+                (None, WORD_COPY) => 1,
+                (None, WORD_COPY_BEFORE_ASCII) if alone_at(i + 1) => 1,
+                (None, WORD_SPACE) => 0,
+                (None, WORD_SPACE_BEFORE_ASCII) if alone_at(i + 1) => 0,
+                (None, WORD_LEAD) => {
+                    match bmp_code_point(rest) {
+                        // (A literal `▁` would be trimmed at the end like an escaped space.)
+                        Some(cp)
+                            if cp != 0x2581
+                                && self
+                                    .bmp_plain
+                                    .get(cp as usize >> 6)
+                                    .is_some_and(|w| (w >> (cp & 63)) & 1 == 1) =>
+                        {
+                            if cp < 0x800 {
+                                2
+                            } else {
+                                3
+                            }
+                        }
+                        _ => return false,
+                    }
+                }
+                _ => return false,
+            };
+            if n == 0 {
+                if let Some(a) = start.take() {
+                    words.push((a as u32, i as u32));
+                }
+                i += 1;
+            } else {
+                start.get_or_insert(i);
+                i += n;
+            }
+        }
+        if let Some(a) = start {
+            words.push((a as u32, bytes.len() as u32));
+        }
+        true
     }
 
     /// Normalize `input` into `normalized`, filling `norm_to_orig` (original byte offset of the
@@ -613,7 +813,9 @@ mod tests {
         max_len: u64,
         x: &mut u64,
         flags: u32,
-    ) {
+    ) -> usize {
+        let mut words = Vec::new();
+        let mut plain = 0;
         for _ in 0..n {
             *x ^= *x << 13;
             *x ^= *x >> 7;
@@ -628,7 +830,18 @@ mod tests {
             let mut s = String::from("stale");
             fast.normalize_text(&text, &mut s).unwrap();
             assert_eq!(s, want.0, "{text:?} {flags}");
+            // When `plain_words` takes the text, its words make the same normalization.
+            if fast.plain_words(&text, &mut words) {
+                let mut joined = String::new();
+                for &(a, b) in &words {
+                    joined.push_str(SPACE_SYMBOL);
+                    joined.push_str(&text[a as usize..b as usize]);
+                }
+                assert_eq!(joined, want.0, "{text:?} {flags} {words:?}");
+                plain += 1;
+            }
         }
+        plain
     }
 
     #[test]
@@ -661,7 +874,13 @@ mod tests {
             // are plain before an ASCII byte.)
             assert!(fast.ascii_plain & (1 << b' ') != 0 && fast.ascii_plain & (1 << b'0') != 0);
             assert!(fast.ascii_plain_before_ascii & (1 << b'a') != 0);
-            agree(&fast, &general, &alphabet, 4000, 14, &mut x, flags);
+            let plain = agree(&fast, &general, &alphabet, 4000, 14, &mut x, flags);
+            // Mostly characters `plain_words` takes, and a few it refuses or that change
+            // what their neighbour does.
+            let mostly_plain: Vec<char> = "aaZ0  \t\n\r.é=<e€–“日ﬁ\u{301}\u{338}".chars().collect();
+            let plain = plain + agree(&fast, &general, &mostly_plain, 4000, 14, &mut x, flags);
+            // (`plain_words` needs the dummy prefix and whitespace removal.)
+            assert!(if flags == 3 { plain > 400 } else { plain == 0 }, "{plain}");
             // User-defined pieces: lone ASCII ones stay plain, longer ones start chunks.
             for uds in [
                 &["<eop>", ".", "(", "ab", "e\u{301}x"][..],
@@ -682,7 +901,10 @@ mod tests {
                 assert!(fast.ascii_plain & (1 << b'.') != 0 || uds.len() == 3);
                 assert!(fast.ascii_plain & (1 << b'a') == 0);
                 let alphabet: Vec<char> = "aZ0 Qb.(<eop>x\u{301}\u{a0}éＡ…ﬁ".chars().collect();
-                agree(&fast, &general, &alphabet, 3000, 16, &mut x, flags);
+                let mut plain = agree(&fast, &general, &alphabet, 3000, 16, &mut x, flags);
+                let mostly_plain: Vec<char> = "aaZ0  \n.(é<eop>Ａ€–".chars().collect();
+                plain += agree(&fast, &general, &mostly_plain, 3000, 12, &mut x, flags);
+                assert!(flags != 3 || plain > 100, "{plain}");
             }
         }
     }

@@ -13,7 +13,7 @@
 //! (one load per byte), a match costs one score load and one compare (`-inf` marks unreached
 //! positions), and the lattice is a reused per-thread buffer of 12-byte cells.
 
-use super::normalizer::one_char_len;
+use super::normalizer::{one_char_len, SpNormalizer};
 use super::trie::ByteTrie;
 use super::vocab::{PieceEntry, PieceType, Segmenter, SpPiece};
 use crate::error::{Error, Result};
@@ -158,6 +158,8 @@ thread_local! {
     static LATTICE: std::cell::Cell<Vec<Best>> = const { std::cell::Cell::new(Vec::new()) };
     /// Word caches of the models used last on this thread (most recent first).
     static WORDS: std::cell::Cell<Vec<WordCache>> = const { std::cell::Cell::new(Vec::new()) };
+    /// The word ranges of `encode_plain_words`.
+    static SPANS: std::cell::Cell<Vec<(u32, u32)>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Models whose word caches a thread keeps at once.
@@ -288,27 +290,153 @@ impl SpUnigram {
                 s = q;
                 continue;
             }
-            if let (Some(key), None) = (key, slot) {
-                // A miss: the word's exact lattice alone decides its entry; when the entry
-                // applies to `x` its path is the reference's (the same argument as a hit), so
-                // the float32 lattice is not run at all.
-                let entry = self.exact_word(word, unk_score, &mut cache.scratch);
-                cache.insert(&key, entry);
-                if x.abs() <= entry.xmax {
-                    x = self.replay(&entry, s, x, unk_score, out);
-                    s = q;
-                    continue;
-                }
-            }
-            self.start_lattice(best, word.len(), x);
-            let mut frontier = 0usize;
-            let mut p = 0usize;
-            while p < word.len() {
-                p += self.step(word, best, p, &mut frontier, unk_score);
-            }
-            backtrack(best, word.len(), s, out)?;
-            x = best.get(word.len()).map_or(0.0, |b| b.score);
+            x = self.word_slow(word, key, slot.is_some(), x, s, best, cache, out)?;
             s = q;
+        }
+        Ok(())
+    }
+
+    /// A word at `s` (from score `x`) that no cache entry served: its pieces, and the score
+    /// at its end. `cached`: the cache holds an entry for it (which does not apply to `x`).
+    #[allow(clippy::too_many_arguments)]
+    fn word_slow<S: Sink>(
+        &self,
+        word: &[u8],
+        key: Option<WordKey>,
+        cached: bool,
+        x: f32,
+        s: usize,
+        best: &mut Vec<Best>,
+        cache: &mut WordCache,
+        out: &mut S,
+    ) -> Result<f32> {
+        let unk_score = self.min_score - UNK_PENALTY;
+        if let (Some(key), false) = (key, cached) {
+            // A miss: the word's exact lattice alone decides its entry; when the entry
+            // applies to `x` its path is the reference's (the same argument as a hit), so
+            // the float32 lattice is not run at all.
+            let entry = self.exact_word(word, unk_score, &mut cache.scratch);
+            cache.insert(&key, entry);
+            if x.abs() <= entry.xmax {
+                return Ok(self.replay(&entry, s, x, unk_score, out));
+            }
+        }
+        self.start_lattice(best, word.len(), x);
+        let mut frontier = 0usize;
+        let mut p = 0usize;
+        while p < word.len() {
+            p += self.step(word, best, p, &mut frontier, unk_score);
+        }
+        backtrack(best, word.len(), s, out)?;
+        Ok(best.get(word.len()).map_or(0.0, |b| b.score))
+    }
+
+    /// `encode_ids` when the normalization of `text` is `▁` + its words joined with `▁`
+    /// (`SpNormalizer::plain_words` decides, and gives the words): `segment_words` over that
+    /// string, word by word in the same order with the same running score, without writing
+    /// the string (a word's `▁`-prefixed bytes are assembled only when no cache entry serves
+    /// it) and keeping only the ids. `None` (nothing appended) when the shortcut does not
+    /// apply: the model has pieces across `▁`, the normalization is not of that form, or an
+    /// unknown piece occurs with `byte_fallback`. Unknown pieces are fused as the facade's
+    /// token loop fuses them: an unknown id right after another is dropped (only unknown
+    /// pieces have the unknown id).
+    pub(crate) fn encode_plain_words(
+        &self,
+        normalizer: &SpNormalizer,
+        byte_fallback: bool,
+        text: &str,
+        out: &mut Vec<u32>,
+    ) -> Option<Result<()>> {
+        if !self.words_ok {
+            return None;
+        }
+        SPANS.with(|cell| {
+            let mut words = cell.take();
+            let r = if normalizer.plain_words(text, &mut words) {
+                let before = out.len();
+                let mut sink = IdSink {
+                    ids: out,
+                    unk: self.unk_id,
+                    saw_unk: false,
+                };
+                let r = LATTICE.with(|lc| {
+                    let mut best = lc.take();
+                    let r = WORDS.with(|w| {
+                        let mut caches = w.take();
+                        let cache = cache_for(&mut caches, self.uid);
+                        let r = self.plain_words_into(
+                            text.as_bytes(),
+                            &words,
+                            &mut best,
+                            cache,
+                            &mut sink,
+                        );
+                        w.set(caches);
+                        r
+                    });
+                    lc.set(best);
+                    r
+                });
+                let saw_unk = sink.saw_unk;
+                if r.is_err() || saw_unk && byte_fallback {
+                    out.truncate(before);
+                } else if saw_unk {
+                    fuse_unknown_runs(out, before, self.unk_id);
+                }
+                (!(saw_unk && byte_fallback)).then_some(r)
+            } else {
+                None
+            };
+            cell.set(words);
+            r
+        })
+    }
+
+    /// The loop of `encode_plain_words` (`words`: byte ranges of `text`).
+    fn plain_words_into<S: Sink>(
+        &self,
+        text: &[u8],
+        words: &[(u32, u32)],
+        best: &mut Vec<Best>,
+        cache: &mut WordCache,
+        out: &mut S,
+    ) -> Result<()> {
+        let unk_score = self.min_score - UNK_PENALTY;
+        let word_at = |i: usize| {
+            words
+                .get(i)
+                .and_then(|&(a, b)| text.get(a as usize..b as usize))
+        };
+        // The best score at the current word start, and the word's offset in the normalized
+        // string (what `segment_words` would pass on).
+        let mut x = 0f32;
+        let mut s = 0usize;
+        let mut key = word_at(0).and_then(WordKey::spaced);
+        for i in 0..words.len() {
+            let w = word_at(i).unwrap_or_default();
+            // As `segment_words`: the next word's cache line is requested one word ahead.
+            let key2 = word_at(i + 1).and_then(WordKey::spaced);
+            if let Some(k) = &key2 {
+                cache.prefetch(k);
+            }
+            let key = std::mem::replace(&mut key, key2);
+            if !(-SCORE_RESET_THRESHOLD..=SCORE_RESET_THRESHOLD).contains(&x) {
+                x = 0.0;
+            }
+            let slot = key.as_ref().and_then(|k| cache.get(k));
+            if let Some(e) = slot.filter(|e| x.abs() <= e.xmax) {
+                x = self.replay(&e, s, x, unk_score, out);
+                cache.hits += 1;
+            } else {
+                let mut word = std::mem::take(&mut cache.word);
+                word.clear();
+                word.extend_from_slice(SPACE);
+                word.extend_from_slice(w);
+                let r = self.word_slow(&word, key, slot.is_some(), x, s, best, cache, out);
+                cache.word = word;
+                x = r?;
+            }
+            s += SPACE.len() + w.len();
         }
         Ok(())
     }
@@ -316,14 +444,7 @@ impl SpUnigram {
     /// Push the path of entry `e` for the word at `s`, starting from score `x`; returns the
     /// score at the word's end, summed in the reference's order.
     #[inline]
-    fn replay(
-        &self,
-        e: &Slot,
-        s: usize,
-        mut x: f32,
-        unk_score: f32,
-        out: &mut Vec<SpPiece>,
-    ) -> f32 {
+    fn replay<S: Sink>(&self, e: &Slot, s: usize, mut x: f32, unk_score: f32, out: &mut S) -> f32 {
         let mut at = s;
         for k in 0..usize::from(e.n).min(MAX_STEPS) {
             let (id, len) = (e.ids[k], e.lens[k]);
@@ -334,7 +455,7 @@ impl SpUnigram {
             };
             x += score; // as the reference's `score + till` (commutative)
             let end = at + usize::from(len & !UNK_STEP);
-            out.push(SpPiece { id, start: at, end });
+            out.piece(id, at, end);
             at = end;
         }
         x
@@ -436,8 +557,8 @@ impl SpUnigram {
 }
 
 /// Push the best path ending at `n` (positions offset by `base`), in text order.
-fn backtrack(best: &[Best], n: usize, base: usize, out: &mut Vec<SpPiece>) -> Result<()> {
-    let first = out.len();
+fn backtrack<S: Sink>(best: &[Best], n: usize, base: usize, out: &mut S) -> Result<()> {
+    let first = out.mark();
     let mut end = n;
     while end > 0 {
         let b = best.get(end).copied().ok_or_else(|| {
@@ -449,17 +570,76 @@ fn backtrack(best: &[Best], n: usize, base: usize, out: &mut Vec<SpPiece>) -> Re
                 "sentencepiece Unigram: unreachable position in the lattice",
             ));
         }
-        out.push(SpPiece {
-            id: b.id,
-            start: base + start,
-            end: base + end,
-        });
+        out.piece(b.id, base + start, base + end);
         end = start;
     }
-    if let Some(t) = out.get_mut(first..) {
-        t.reverse();
-    }
+    out.reverse_from(first);
     Ok(())
+}
+
+/// Drop every `unk` id of `ids[first..]` that follows another.
+fn fuse_unknown_runs(ids: &mut Vec<u32>, first: usize, unk: u32) {
+    let mut prev_unk = false;
+    let mut k = first;
+    for i in first..ids.len() {
+        let id = ids[i];
+        let is_unk = id == unk;
+        if !(is_unk && prev_unk) {
+            ids[k] = id;
+            k += 1;
+        }
+        prev_unk = is_unk;
+    }
+    ids.truncate(k);
+}
+
+/// Where segmented pieces go: spans of the normalized string, or ids alone.
+trait Sink {
+    /// The current end (for `reverse_from`).
+    fn mark(&self) -> usize;
+    fn piece(&mut self, id: u32, start: usize, end: usize);
+    /// Reverse what was pushed since `mark` gave `first` (a backtrack pushes from the end).
+    fn reverse_from(&mut self, first: usize);
+}
+
+impl Sink for Vec<SpPiece> {
+    #[inline]
+    fn mark(&self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn piece(&mut self, id: u32, start: usize, end: usize) {
+        self.push(SpPiece { id, start, end });
+    }
+    fn reverse_from(&mut self, first: usize) {
+        if let Some(t) = self.get_mut(first..) {
+            t.reverse();
+        }
+    }
+}
+
+/// The ids of the pieces, noting whether an unknown piece was among them.
+struct IdSink<'a> {
+    ids: &'a mut Vec<u32>,
+    unk: u32,
+    saw_unk: bool,
+}
+
+impl Sink for IdSink<'_> {
+    #[inline]
+    fn mark(&self) -> usize {
+        self.ids.len()
+    }
+    #[inline]
+    fn piece(&mut self, id: u32, _: usize, _: usize) {
+        self.saw_unk |= id == self.unk;
+        self.ids.push(id);
+    }
+    fn reverse_from(&mut self, first: usize) {
+        if let Some(t) = self.ids.get_mut(first..) {
+            t.reverse();
+        }
+    }
 }
 
 /// Re-centre path scores on `best[s]` when it has left ±1e5, as the reference does at every
@@ -610,11 +790,29 @@ impl WordKey {
         }
         let mut buf = [0u8; MAX_WORD];
         buf[..word.len()].copy_from_slice(word);
+        Some(Self::of(&buf, word.len()))
+    }
+
+    /// The key of `▁` followed by `word` (as `new` gives it).
+    #[inline]
+    fn spaced(word: &[u8]) -> Option<WordKey> {
+        let len = SPACE.len() + word.len();
+        if len > MAX_WORD {
+            return None;
+        }
+        let mut buf = [0u8; MAX_WORD];
+        buf[..SPACE.len()].copy_from_slice(SPACE);
+        buf.get_mut(SPACE.len()..len)?.copy_from_slice(word);
+        Some(Self::of(&buf, len))
+    }
+
+    #[inline]
+    fn of(buf: &[u8; MAX_WORD], len: usize) -> WordKey {
         let w = |i: usize| u64::from_le_bytes(buf[i..i + 8].try_into().unwrap_or_default());
-        Some(WordKey {
+        WordKey {
             k: [w(0), w(8), w(16)],
-            len: word.len() as u8,
-        })
+            len: len as u8,
+        }
     }
 
     #[inline]
@@ -692,6 +890,8 @@ pub(crate) struct WordCache {
     /// Hits, for the tests.
     hits: u64,
     scratch: Vec<Exact>,
+    /// A `▁`-prefixed word of `encode_plain_words` that needs the lattice.
+    word: Vec<u8>,
 }
 
 impl WordCache {
@@ -701,6 +901,7 @@ impl WordCache {
             slots: vec![Slot::EMPTY; 2 * SETS],
             hits: 0,
             scratch: Vec::new(),
+            word: Vec::new(),
         }
     }
 
@@ -1110,6 +1311,105 @@ mod tests {
             }
         }
         assert!(applied > 1000 && refused > 20, "{applied} {refused}");
+    }
+
+    #[test]
+    fn plain_words_ids_agree_with_the_reference_loop() {
+        // The ids shortcut over the raw text (words between spaces, each read as `▁` + word)
+        // gives the reference loop's ids over the normalized string, unknown runs fused; with
+        // byte fallback it declines any text with an unknown piece.
+        let mut rng = crate::test_rng(0x2545_F491_9E37_79B9u64);
+        let mut next = move |m: u64| rng() % m;
+        // `z` and `日` are never single pieces (unknown characters).
+        let letters = ["a", "b", "c", "é", "z", "日"];
+        let score_list = [
+            -1.0f32,
+            -2.0,
+            -3.0,
+            -3.003,
+            -1.0039,
+            -0.99999994,
+            -1.5,
+            0.003,
+            -60000.0,
+        ];
+        let mut norm = SpNormalizer {
+            add_dummy_prefix: true,
+            remove_extra_whitespaces: true,
+            escape_whitespaces: true,
+            ..Default::default()
+        };
+        norm.prepare();
+        let (mut checked, mut declined) = (0usize, 0usize);
+        for round in 0..60 {
+            let mut pieces = vec![PieceEntry {
+                piece: "<unk>".into(),
+                score: 0.0,
+                kind: Unknown,
+            }];
+            let mut seen = std::collections::HashSet::new();
+            for _ in 0..(next(50) + 5) {
+                let mut piece: String = if next(2) == 0 {
+                    "▁".into()
+                } else {
+                    String::new()
+                };
+                piece.extend((0..next(3) + 1).map(|_| letters[next(4) as usize]));
+                if next(10) == 0 {
+                    piece = "▁".into();
+                }
+                if !seen.insert(piece.clone()) {
+                    continue;
+                }
+                let kind = if next(10) == 0 { UserDefined } else { Normal };
+                let k = if round % 2 == 0 { score_list.len() } else { 8 };
+                pieces.push(PieceEntry {
+                    piece,
+                    score: score_list[next(k as u64) as usize],
+                    kind,
+                });
+            }
+            let m = SpUnigram::new(&pieces, 0).unwrap();
+            assert!(m.words_ok);
+            for t in 0..30 {
+                let count = if t % 10 == 0 { 2000 } else { next(30) };
+                let mut text = String::new();
+                for _ in 0..count {
+                    text.extend((0..next(3)).map(|_| ' '));
+                    // Long words too (past the cache's key length).
+                    let len = if next(20) == 0 { 30 } else { next(7) + 1 };
+                    text.extend((0..len).map(|_| letters[next(6) as usize]));
+                }
+                let mut normalized = String::new();
+                norm.normalize_text(&text, &mut normalized).unwrap();
+                let mut want: Vec<u32> = vec![];
+                for (id, _, _) in reference(&pieces, 0, &normalized) {
+                    if !(id == 0 && want.last() == Some(&0)) {
+                        want.push(id);
+                    }
+                }
+                let mut ids = vec![7u32];
+                m.encode_plain_words(&norm, false, &text, &mut ids)
+                    .expect("plain text")
+                    .unwrap();
+                assert_eq!(ids[1..], want[..], "round {round} {text:?}");
+                let mut ids = vec![7u32];
+                match m.encode_plain_words(&norm, true, &text, &mut ids) {
+                    Some(r) => {
+                        r.unwrap();
+                        assert!(!want.contains(&0));
+                        assert_eq!(ids[1..], want[..], "round {round} {text:?}");
+                    }
+                    None => {
+                        assert!(want.contains(&0));
+                        assert_eq!(ids, [7]);
+                        declined += 1;
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked == 1800 && declined > 100, "{declined}");
     }
 
     #[test]
