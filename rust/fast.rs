@@ -1256,13 +1256,8 @@ impl FastPath {
         segment: &str,
         mut f: impl FnMut(&[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        let prefixed;
-        let s = if add_prefix_space && !segment.starts_with(' ') {
-            prefixed = format!(" {segment}");
-            prefixed.as_str()
-        } else {
-            segment
-        };
+        let s = with_prefix_space(add_prefix_space, segment);
+        let s = s.as_ref();
         // One loop per splitter, so that the splitter inlines into it.
         match split {
             WordSplit::Whole if s.is_empty() => Ok(()),
@@ -1270,6 +1265,15 @@ impl FastPath {
             WordSplit::Gpt2 => each_match(s, crate::byte_level::gpt2_match_end_fast, f),
             WordSplit::Cl100k => each_match(s, crate::byte_level::cl100k_match_end_fast, f),
         }
+    }
+}
+
+/// The segment with ByteLevel's prefix space, when it asks for one and there is none yet.
+fn with_prefix_space(add_prefix_space: bool, segment: &str) -> std::borrow::Cow<'_, str> {
+    if add_prefix_space && !segment.starts_with(' ') {
+        std::borrow::Cow::Owned(format!(" {segment}"))
+    } else {
+        std::borrow::Cow::Borrowed(segment)
     }
 }
 
@@ -1283,13 +1287,8 @@ impl FastPath {
         words: &mut crate::models::bpe::ByteLevelWords<'_>,
         out: &mut Vec<u32>,
     ) -> PwResult<()> {
-        let prefixed;
-        let s = if add_prefix_space && !segment.starts_with(' ') {
-            prefixed = format!(" {segment}");
-            prefixed.as_str()
-        } else {
-            segment
-        };
+        let s = with_prefix_space(add_prefix_space, segment);
+        let s = s.as_ref();
         match split {
             WordSplit::Whole if s.is_empty() => Ok(()),
             WordSplit::Whole => words.ids(s.as_bytes(), out),

@@ -620,9 +620,9 @@ impl Unigram {
         Ok(())
     }
 
-    /// The ids of `piece`'s segmentation (`tokenize_uncached`'s ids), appended to `out`,
-    /// without building tokens.
-    fn ids_uncached(&self, piece: &str, out: &mut Vec<u32>) -> Result<()> {
+    /// The best-path table of `piece` (this thread's scratch buffer, filled by `forward`),
+    /// handed to `walk`; nothing for an empty piece.
+    fn with_best_path(&self, piece: &str, walk: impl FnOnce(&[Best]) -> Result<()>) -> Result<()> {
         if piece.is_empty() {
             return Ok(());
         }
@@ -637,6 +637,19 @@ impl Unigram {
                 Err(_) => &mut local,
             };
             self.forward(piece, best)?;
+            let r = walk(best);
+            if best.capacity() > (1 << 20) && best.len() < (1 << 16) {
+                // Do not keep a huge buffer alive for one outsized piece.
+                *best = Vec::new();
+            }
+            r
+        })
+    }
+
+    /// The ids of `piece`'s segmentation (`tokenize_uncached`'s ids), appended to `out`,
+    /// without building tokens.
+    fn ids_uncached(&self, piece: &str, out: &mut Vec<u32>) -> Result<()> {
+        self.with_best_path(piece, |best| {
             let base = out.len();
             let mut end = piece.len();
             // The unknown run being fused, as (start, end), while walking back.
@@ -663,9 +676,6 @@ impl Unigram {
             if let Some(ids) = out.get_mut(base..) {
                 ids.reverse();
             }
-            if best.capacity() > (1 << 20) && best.len() < (1 << 16) {
-                *best = Vec::new();
-            }
             Ok(())
         })
     }
@@ -687,29 +697,16 @@ impl Unigram {
 
     /// The segmentation itself, without the cache.
     fn tokenize_uncached(&self, piece: &str, out: &mut Vec<Token>) -> Result<()> {
-        if piece.is_empty() {
-            return Ok(());
-        }
-        if piece.len() >= NO_START as usize {
-            return Err(Error::invalid("Unigram: piece longer than 4 GiB"));
-        }
-        let mut local = Vec::new();
-        SCRATCH.with(|cell| {
-            let mut guard = cell.try_borrow_mut();
-            let best: &mut Vec<Best> = match guard.as_mut() {
-                Ok(b) => b,
-                Err(_) => &mut local,
-            };
-            self.forward(piece, best)?;
+        self.with_best_path(piece, |best| {
             let base = out.len();
             let mut end = piece.len();
             // The unknown run being fused, as (start, end), while walking back.
             let mut run: Option<(usize, usize)> = None;
             while end > 0 {
-                let node = best[end];
+                let node = best.get(end).copied().ok_or_else(broken_table)?;
                 let start = node.start as usize;
                 if node.start == NO_START || start >= end {
-                    return Err(Error::other("Unigram: broken best-path table"));
+                    return Err(broken_table());
                 }
                 if Some(node.id) == self.d.unk_id {
                     run = Some((start, run.map_or(end, |r| r.1)));
@@ -724,10 +721,8 @@ impl Unigram {
             if let Some((s, e)) = run {
                 self.push_unknown_run(piece, s, e, out);
             }
-            out[base..].reverse();
-            if best.capacity() > (1 << 20) && best.len() < (1 << 16) {
-                // Do not keep a huge buffer alive for one outsized piece.
-                *best = Vec::new();
+            if let Some(toks) = out.get_mut(base..) {
+                toks.reverse();
             }
             Ok(())
         })
