@@ -646,33 +646,49 @@ impl Unigram {
         })
     }
 
+    /// The best path of a piece of `len` bytes walked back from its end, in reverse order:
+    /// `emit(Some(id), start, end)` for a piece, `emit(None, start, end)` for a run of unknown
+    /// pieces fused into one.
+    fn walk_back(
+        &self,
+        best: &[Best],
+        len: usize,
+        mut emit: impl FnMut(Option<u32>, usize, usize),
+    ) -> Result<()> {
+        let mut end = len;
+        // The unknown run being fused, as (start, end).
+        let mut run: Option<(usize, usize)> = None;
+        while end > 0 {
+            let node = best.get(end).copied().ok_or_else(broken_table)?;
+            let start = node.start as usize;
+            if node.start == NO_START || start >= end {
+                return Err(broken_table());
+            }
+            if Some(node.id) == self.d.unk_id {
+                run = Some((start, run.map_or(end, |r| r.1)));
+            } else {
+                if let Some((s, e)) = run.take() {
+                    emit(None, s, e);
+                }
+                emit(Some(node.id), start, end);
+            }
+            end = start;
+        }
+        if let Some((s, e)) = run {
+            emit(None, s, e);
+        }
+        Ok(())
+    }
+
     /// The ids of `piece`'s segmentation (`tokenize_uncached`'s ids), appended to `out`,
     /// without building tokens.
     fn ids_uncached(&self, piece: &str, out: &mut Vec<u32>) -> Result<()> {
         self.with_best_path(piece, |best| {
             let base = out.len();
-            let mut end = piece.len();
-            // The unknown run being fused, as (start, end), while walking back.
-            let mut run: Option<(usize, usize)> = None;
-            while end > 0 {
-                let node = best.get(end).copied().ok_or_else(broken_table)?;
-                let start = node.start as usize;
-                if node.start == NO_START || start >= end {
-                    return Err(broken_table());
-                }
-                if Some(node.id) == self.d.unk_id {
-                    run = Some((start, run.map_or(end, |r| r.1)));
-                } else {
-                    if let Some((s, e)) = run.take() {
-                        self.push_unknown_run_ids(piece.get(s..e).unwrap_or_default(), out);
-                    }
-                    out.push(node.id);
-                }
-                end = start;
-            }
-            if let Some((s, e)) = run {
-                self.push_unknown_run_ids(piece.get(s..e).unwrap_or_default(), out);
-            }
+            self.walk_back(best, piece.len(), |id, s, e| match id {
+                Some(id) => out.push(id),
+                None => self.push_unknown_run_ids(piece.get(s..e).unwrap_or_default(), out),
+            })?;
             if let Some(ids) = out.get_mut(base..) {
                 ids.reverse();
             }
@@ -699,28 +715,10 @@ impl Unigram {
     fn tokenize_uncached(&self, piece: &str, out: &mut Vec<Token>) -> Result<()> {
         self.with_best_path(piece, |best| {
             let base = out.len();
-            let mut end = piece.len();
-            // The unknown run being fused, as (start, end), while walking back.
-            let mut run: Option<(usize, usize)> = None;
-            while end > 0 {
-                let node = best.get(end).copied().ok_or_else(broken_table)?;
-                let start = node.start as usize;
-                if node.start == NO_START || start >= end {
-                    return Err(broken_table());
-                }
-                if Some(node.id) == self.d.unk_id {
-                    run = Some((start, run.map_or(end, |r| r.1)));
-                } else {
-                    if let Some((s, e)) = run.take() {
-                        self.push_unknown_run(piece, s, e, out);
-                    }
-                    out.push(Token::new(node.id, start, end));
-                }
-                end = start;
-            }
-            if let Some((s, e)) = run {
-                self.push_unknown_run(piece, s, e, out);
-            }
+            self.walk_back(best, piece.len(), |id, s, e| match id {
+                Some(id) => out.push(Token::new(id, s, e)),
+                None => self.push_unknown_run(piece, s, e, out),
+            })?;
             if let Some(toks) = out.get_mut(base..) {
                 toks.reverse();
             }
