@@ -970,6 +970,46 @@ mod tests {
     /// The segmentation as it was written before the speed work (and as the reference reads):
     /// a naive prefix search over every piece, UNUSED matches skipped inside the loop, the
     /// unreached test on `start`, the frontier raised per match.
+    /// A random vocabulary over the first four of `letters`: `<unk>`, then up to 54 distinct
+    /// pieces of 1–3 letters (half with a leading `▁`; one in `lone_space` is `▁` alone), each
+    /// of a kind drawn by `kind` and a score from `scores`.
+    fn random_pieces(
+        next: &mut impl FnMut(u64) -> u64,
+        letters: &[&str],
+        scores: &[f32],
+        lone_space: u64,
+        kind: impl Fn(u64) -> PieceType,
+    ) -> Vec<PieceEntry> {
+        let mut pieces = vec![PieceEntry {
+            piece: "<unk>".into(),
+            score: 0.0,
+            kind: Unknown,
+        }];
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..(next(50) + 5) {
+            let len = next(3) + 1;
+            let mut piece: String = if next(2) == 0 {
+                "▁".into()
+            } else {
+                String::new()
+            };
+            piece.extend((0..len).map(|_| letters[next(4) as usize]));
+            if next(lone_space) == 0 {
+                piece = "▁".into();
+            }
+            if !seen.insert(piece.clone()) {
+                continue;
+            }
+            let kind = kind(next(1 << 20));
+            pieces.push(PieceEntry {
+                piece,
+                score: scores[next(scores.len() as u64) as usize],
+                kind,
+            });
+        }
+        pieces
+    }
+
     fn reference(pieces: &[PieceEntry], unk_id: u32, text: &str) -> Vec<(u32, usize, usize)> {
         use std::collections::HashMap;
         let mut dict: HashMap<&[u8], u32> = HashMap::new();
@@ -1149,38 +1189,13 @@ mod tests {
         ];
         let (mut hits, mut refused, mut kept) = (0u64, 0usize, 0usize);
         for round in 0..80 {
-            let mut pieces = vec![PieceEntry {
-                piece: "<unk>".into(),
-                score: 0.0,
-                kind: Unknown,
-            }];
-            let mut seen = std::collections::HashSet::new();
-            for _ in 0..(next(50) + 5) {
-                let len = next(3) + 1;
-                let mut piece: String = if next(2) == 0 {
-                    "▁".into()
-                } else {
-                    String::new()
-                };
-                piece.extend((0..len).map(|_| letters[next(4) as usize]));
-                if next(8) == 0 {
-                    piece = "▁".into();
-                }
-                if !seen.insert(piece.clone()) {
-                    continue;
-                }
-                let kind = match next(12) {
-                    0 => UserDefined,
-                    1 => Unused,
-                    _ => Normal,
-                };
-                let k = if round % 2 == 0 { score_list.len() } else { 11 };
-                pieces.push(PieceEntry {
-                    piece,
-                    score: score_list[next(k as u64) as usize],
-                    kind,
-                });
-            }
+            let k = if round % 2 == 0 { score_list.len() } else { 11 };
+            let kind = |r: u64| match r % 12 {
+                0 => UserDefined,
+                1 => Unused,
+                _ => Normal,
+            };
+            let pieces = random_pieces(&mut next, &letters, &score_list[..k], 8, kind);
             let m = SpUnigram::new(&pieces, 0).unwrap();
             assert!(m.words_ok);
             let words: Vec<String> = (0..12)
@@ -1342,33 +1357,9 @@ mod tests {
         norm.prepare();
         let (mut checked, mut declined) = (0usize, 0usize);
         for round in 0..60 {
-            let mut pieces = vec![PieceEntry {
-                piece: "<unk>".into(),
-                score: 0.0,
-                kind: Unknown,
-            }];
-            let mut seen = std::collections::HashSet::new();
-            for _ in 0..(next(50) + 5) {
-                let mut piece: String = if next(2) == 0 {
-                    "▁".into()
-                } else {
-                    String::new()
-                };
-                piece.extend((0..next(3) + 1).map(|_| letters[next(4) as usize]));
-                if next(10) == 0 {
-                    piece = "▁".into();
-                }
-                if !seen.insert(piece.clone()) {
-                    continue;
-                }
-                let kind = if next(10) == 0 { UserDefined } else { Normal };
-                let k = if round % 2 == 0 { score_list.len() } else { 8 };
-                pieces.push(PieceEntry {
-                    piece,
-                    score: score_list[next(k as u64) as usize],
-                    kind,
-                });
-            }
+            let k = if round % 2 == 0 { score_list.len() } else { 8 };
+            let kind = |r: u64| if r % 10 == 0 { UserDefined } else { Normal };
+            let pieces = random_pieces(&mut next, &letters, &score_list[..k], 10, kind);
             let m = SpUnigram::new(&pieces, 0).unwrap();
             assert!(m.words_ok);
             for t in 0..30 {
