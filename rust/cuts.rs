@@ -2,9 +2,8 @@
 //! every thread of the pool.
 //!
 //! A cut goes right after a `\n` that follows a visible character and precedes an ASCII
-//! letter or digit. For the
-//! pipelines `Core` allows it on (see `Core::cuts_at_newlines`) the ids of the whole text
-//! are the ids of its pieces one after the other:
+//! letter or digit. For the pipelines `Core` allows it on (see `Core::cuts_at_newlines`) the
+//! ids of the whole text are the ids of its pieces one after the other:
 //! - added tokens: none contains whitespace or a control character, so no match spans the
 //!   cut, and matching after the cut does not depend on what precedes it, except `lstrip`
 //!   (which would take the `\n`): no `lstrip` token may start with a letter or digit;
@@ -91,11 +90,11 @@ pub(crate) fn plan_with<'a>(texts: &[&'a str], target: usize) -> Plan<'a> {
 /// `target` bytes after the previous one, so every piece but the last has `target` bytes or
 /// more.
 pub(crate) fn cut_points(text: &str, target: usize, out: &mut Vec<usize>) {
-    let b = text.as_bytes();
-    let mut at = target.max(1);
-    while let Some(cut) = next_cut(text, at).filter(|&c| c < b.len()) {
+    let target = target.max(1);
+    let mut at = target;
+    while let Some(cut) = next_cut(text, at).filter(|&c| c < text.len()) {
         out.push(cut);
-        at = cut + target.max(1);
+        at = cut + target;
     }
 }
 

@@ -277,16 +277,14 @@ impl Tokenizer {
                 .is_none_or(|p| p.single_ids_unchanged(add_special_tokens))
     }
 
-    /// Truncation and the post-processor on the model's ids in `out[start..]`, in place.
+    /// Truncation and the post-processor on the model's ids in `out[start..]`, in place; for
+    /// a tokenizer where `ids_unprocessed` is false (the caller has checked).
     fn process_ids(
         &self,
         start: usize,
         add_special_tokens: bool,
         out: &mut Vec<u32>,
     ) -> Result<()> {
-        if self.ids_unprocessed(add_special_tokens) {
-            return Ok(());
-        }
         let processor = self.core.post_processor();
         if let (None, Some(p)) = (&self.truncation, processor) {
             if let Some(done) =
@@ -399,17 +397,17 @@ impl Tokenizer {
             Ok::<_, Error>(v)
         };
         let mut rows = crate::parallel::map_batch(&plan.pieces, |p| p.text.len(), one)?.into_iter();
+        let processed = !self.ids_unprocessed(add_special_tokens);
         let mut out = Vec::with_capacity(plan.bounds.len().saturating_sub(1));
         for w in plan.bounds.windows(2) {
             let n = match w {
                 [a, b] => b - a,
                 _ => 0,
             };
+            // A whole text's row is done; a cut text's rows are joined, then processed once.
             let mut ids = rows.next().unwrap_or_default();
-            if n > 1 {
-                for _ in 1..n {
-                    ids.extend(rows.next().unwrap_or_default());
-                }
+            ids.extend(rows.by_ref().take(n.saturating_sub(1)).flatten());
+            if n > 1 && processed {
                 self.process_ids(0, add_special_tokens, &mut ids)?;
             }
             out.push(ids);
