@@ -500,6 +500,26 @@ def digest(ids) -> str:
     return hashlib.blake2b(array("I", ids).tobytes(), digest_size=8).hexdigest()
 
 
+def _set_process_affinity(cpus: set[int]) -> None:
+    """Give every thread of this process the CPU mask `cpus`.
+
+    `os.sched_setaffinity(0, ...)` sets only the calling thread's mask; a library's thread pool
+    started earlier keeps its own, so each task in /proc/self/task is set."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:  # the thread ended meanwhile
+            pass
+
+
+def _single_core() -> set[int] | None:
+    """The core single-mode runs are pinned to, or None when pinning is off or unavailable."""
+    if os.environ.get("PIECEWORK_BENCH_PIN", "1") == "0" or not hasattr(os, "sched_setaffinity"):
+        return None
+    allowed = os.sched_getaffinity(0)
+    return {max(allowed)} if len(allowed) > 1 else None
+
+
 def run_worker(lib: str, workloads_path: str) -> None:
     """Serve one library: JSON requests on stdin, one JSON answer per line on stdout.
 
@@ -555,11 +575,21 @@ def run_worker(lib: str, workloads_path: str) -> None:
                     return [f(t) for t in xs]
             else:
                 fn = variants[req["api"]]
+            # A single-mode loop runs on one core: some libraries spread one long text over
+            # threads inside `encode`, which would measure two cores against one.
+            pin = _single_core() if req["mode"] == "single" else None
+            allowed = os.sched_getaffinity(0) if pin else None
             try:
+                if pin:
+                    _set_process_affinity(pin)
                 c0 = time.process_time()
                 t0 = time.perf_counter()
-                res = fn(texts)
-                secs = time.perf_counter() - t0
+                try:
+                    res = fn(texts)
+                finally:
+                    secs = time.perf_counter() - t0
+                    if allowed:
+                        _set_process_affinity(allowed)
                 # CPU seconds of the whole process (all threads): on a shared machine a
                 # single-threaded run's CPU time is much steadier than its wall time.
                 out = {"secs": secs, "cpu": time.process_time() - c0}
@@ -778,6 +808,9 @@ def run_all(args) -> dict:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {_cpu_name()}",
         "python": platform.python_version(),
         "threads": THREADS,
+        "single_pinned": os.environ.get("PIECEWORK_BENCH_PIN", "1") != "0"
+        and hasattr(os, "sched_setaffinity")
+        and len(os.sched_getaffinity(0)) > 1,
         "reps": reps,
         "quick": bool(args.quick),
         "load_before": load_before,
@@ -882,7 +915,9 @@ def render_markdown(run: dict, rows: list[dict]) -> str:
     out = []
     out.append(
         f"Measured {meta['date']} on {meta['machine']}, Python {meta['python']}; "
-        f"batch mode uses {meta['threads']} threads; best of {meta['reps']} runs after a "
+        f"batch mode uses {meta['threads']} threads"
+        + ("; single mode is pinned to one core" if meta.get("single_pinned") else "")
+        + f"; best of {meta['reps']} runs after a "
         f"warm-up, "
         + (
             "every run on the same texts (--repeat-texts). "
@@ -1169,6 +1204,12 @@ def main() -> None:
         help="time every run on the same texts (by default each run gets texts no library "
         "has seen, so caches of earlier inputs do not count)",
     )
+    ap.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="do not pin single-mode runs to one core (by default every thread of a worker "
+        "is pinned to one core during a single-mode run)",
+    )
     ap.add_argument("--out", default=str(HERE), help="folder for results.md/.json/.png")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--chart", nargs=2, help=argparse.SUPPRESS)
@@ -1179,6 +1220,8 @@ def main() -> None:
     if args.chart:
         draw_chart(*args.chart)
         return
+    if args.no_pin:
+        os.environ["PIECEWORK_BENCH_PIN"] = "0"  # the workers inherit it
     run = run_all(args)
     rows = check_and_rate(run)
     md = render_markdown(run, rows)
