@@ -375,6 +375,50 @@ impl Tokenizer {
         crate::parallel::map_batch(texts, |t| t.len(), one)
     }
 
+    /// Ids of many texts across threads (no padding) as one flat buffer and the end of each
+    /// text's ids in it. Texts go to the pool in chunks, each chunk's ids written into one
+    /// buffer (no vector per text, no copy per row but the final join).
+    pub fn encode_batch_flat(
+        &self,
+        texts: &[&str],
+        add_special_tokens: bool,
+    ) -> Result<(Vec<u32>, Vec<usize>)> {
+        if let Some(plan) = self.batch_plan(texts) {
+            let rows = self.encode_plan_ids(&plan, add_special_tokens)?;
+            let mut ids = Vec::with_capacity(rows.iter().map(Vec::len).sum());
+            let mut ends = Vec::with_capacity(rows.len());
+            for r in rows {
+                ids.extend_from_slice(&r);
+                ends.push(ids.len());
+            }
+            return Ok((ids, ends));
+        }
+        // As many chunks as `map_batch_streamed` makes: enough to balance, few enough that
+        // the per-chunk costs vanish.
+        let len = (texts.len() / (crate::parallel::num_threads() * 16)).clamp(1, 256);
+        let chunks: Vec<&[&str]> = texts.chunks(len).collect();
+        let bytes = |c: &&[&str]| c.iter().map(|t| t.len()).sum::<usize>();
+        let one = |c: &&[&str]| {
+            // Room for about one id per 3 bytes: the buffer rarely regrows.
+            let mut ids = Vec::with_capacity(bytes(c).min(1 << 24) / 3 + 4);
+            let mut ends = Vec::with_capacity(c.len());
+            for t in c.iter() {
+                self.encode_ids(t, add_special_tokens, &mut ids)?;
+                ends.push(ids.len());
+            }
+            Ok::<_, Error>((ids, ends))
+        };
+        let parts = crate::parallel::map_batch(&chunks, bytes, one)?;
+        let mut ids = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
+        let mut ends = Vec::with_capacity(texts.len());
+        for (part, part_ends) in parts {
+            let base = ids.len();
+            ids.extend_from_slice(&part);
+            ends.extend(part_ends.into_iter().map(|e| base + e));
+        }
+        Ok((ids, ends))
+    }
+
     /// The batch with its long texts cut into pieces (`crate::cuts`), when the pipeline allows
     /// it and some text is long enough to be worth it.
     pub(crate) fn batch_plan<'a>(&self, texts: &[&'a str]) -> Option<crate::cuts::Plan<'a>> {
@@ -1922,6 +1966,39 @@ mod tests {
                     assert_plans_exact(name, &tok, &refs, &loose);
                 }));
                 assert!(wrong.is_err(), "{name}: a looser rule went unnoticed");
+            }
+        }
+    }
+
+    /// `encode_batch_flat` is `encode_batch_ids` joined, for batches of every size (chunked,
+    /// on the calling thread, cut into pieces), with and without special tokens.
+    #[test]
+    fn flat_batches_are_the_rows_joined() {
+        let dir = crate::test_data_dir();
+        let Ok(json) = std::fs::read_to_string(format!("{dir}/bert-base-uncased/tokenizer.json"))
+        else {
+            eprintln!("skipped: bert-base-uncased not found under {dir}");
+            return;
+        };
+        let tok = Tokenizer::from_json_str(&json).unwrap();
+        let lines = texts(5000);
+        let doc = lines.join("\n");
+        let mut batches: Vec<Vec<&str>> = [0, 1, 7, 8, 100, 5000]
+            .iter()
+            .map(|&n| lines.iter().take(n).map(String::as_str).collect())
+            .collect();
+        batches.push(vec![doc.as_str(), "x", "", doc.as_str()]);
+        for b in &batches {
+            for add in [true, false] {
+                let rows = tok.encode_batch_ids(b, add).unwrap();
+                let (ids, ends) = tok.encode_batch_flat(b, add).unwrap();
+                assert_eq!(ends.len(), rows.len());
+                let mut from = 0;
+                for (r, &e) in rows.iter().zip(&ends) {
+                    assert_eq!(ids.get(from..e), Some(r.as_slice()));
+                    from = e;
+                }
+                assert_eq!(from, ids.len());
             }
         }
     }

@@ -56,6 +56,37 @@ pub(crate) fn ids_list<'py>(py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py,
     Ok(unsafe { list.cast_into_unchecked::<PyList>() })
 }
 
+/// Python's cyclic garbage collector held off while this lives (on a thread holding the
+/// GIL, which it must keep until the guard drops). Building thousands of id lists would
+/// otherwise set off young-generation collections (from 3.12 on they wait for the
+/// interpreter anyway) that walk every list built so far, again at each older generation;
+/// lists of ints make no cycles, and one collection after the batch finds them all.
+/// The collector is switched back on only if it was on.
+struct GcPause {
+    was_enabled: bool,
+}
+
+impl GcPause {
+    fn new(_py: Python<'_>) -> GcPause {
+        // SAFETY: the GIL is held (`_py`); PyGC_Disable only flips the collector's flag and
+        // returns its previous state.
+        GcPause {
+            was_enabled: unsafe { pyo3::ffi::PyGC_Disable() } != 0,
+        }
+    }
+}
+
+impl Drop for GcPause {
+    fn drop(&mut self) {
+        if self.was_enabled {
+            // SAFETY: dropped on the thread that made it, which still holds the GIL.
+            unsafe {
+                pyo3::ffi::PyGC_Enable();
+            }
+        }
+    }
+}
+
 /// The ids of every item (by `f`, across the pool) as a Python list of lists. The lists are
 /// built chunk by chunk while the pool still encodes the rest, so building Python objects,
 /// which needs the GIL and so one thread, overlaps the parallel part; the GIL is released
@@ -79,6 +110,7 @@ pub(crate) fn ids_lists_streamed<'py, T: Sync>(
         |t| f(t).map_err(to_py_err),
         |next| py.detach(next),
         |start, rows| {
+            let _gc = GcPause::new(py);
             for (i, r) in rows.iter().enumerate() {
                 let row = ids_list(py, r)?;
                 // SAFETY: `list` is a list; PyList_SetItem steals the row's reference and
@@ -145,6 +177,7 @@ pub(crate) fn plan_lists_streamed<'py>(
         },
         |next| py.detach(next),
         |start, done| {
+            let _gc = GcPause::new(py);
             for (k, row) in done.into_iter().enumerate() {
                 let Some(&i) = order.get(start + k) else {
                     continue;

@@ -474,10 +474,13 @@ impl PyTokenizer {
         add_special_tokens: bool,
     ) -> PyResult<super::batch::TokenBatch> {
         let tok = self.snapshot();
-        let rows = py
-            .detach(|| batch_ids(&tok, &texts, add_special_tokens))
+        let (ids, ends) = py
+            .detach(|| {
+                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+                tok.encode_batch_flat(&refs, add_special_tokens)
+            })
             .map_err(to_py_err)?;
-        Ok(super::batch::TokenBatch::from_rows(rows))
+        Ok(super::batch::TokenBatch::from_flat(ids, &ends))
     }
 
     /// How many tokens each text encodes to (no padding).
@@ -489,10 +492,21 @@ impl PyTokenizer {
         add_special_tokens: bool,
     ) -> PyResult<Vec<usize>> {
         let tok = self.snapshot();
-        let rows = py
-            .detach(|| batch_ids(&tok, &texts, add_special_tokens))
+        let (_, ends) = py
+            .detach(|| {
+                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+                tok.encode_batch_flat(&refs, add_special_tokens)
+            })
             .map_err(to_py_err)?;
-        Ok(rows.iter().map(Vec::len).collect())
+        let mut from = 0;
+        Ok(ends
+            .iter()
+            .map(|&e| {
+                let n = e.saturating_sub(from);
+                from = e;
+                n
+            })
+            .collect())
     }
 
     #[pyo3(signature = (ids, skip_special_tokens = true))]
@@ -1117,14 +1131,4 @@ impl PyEncoding {
             self.ids_slice().len()
         )
     }
-}
-
-/// The ids of `texts` in the crate's pool.
-fn batch_ids(
-    tok: &Tokenizer,
-    texts: &[PyBackedStr],
-    add_special_tokens: bool,
-) -> crate::Result<Vec<Vec<u32>>> {
-    let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
-    tok.encode_batch_ids(&refs, add_special_tokens)
 }
