@@ -205,3 +205,47 @@ def test_generated_cuts_before_any_character_match_the_oracle(
         want = [e.ids for e in ref.encode_batch(docs)]
         assert ours.encode_batch_ids(docs) == want, name
         assert ours.encode_batch_flat(docs).to_list() == want, name
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_trained_bpe_models_cut_exactly(seed: int) -> None:
+    """SentencePiece BPE models trained here with an identity normalizer and random options
+    (byte fallback or not, dummy prefix or not, user-defined pieces among them `\\n`, `\\n\\n`
+    and `▁▁`): where the cuts are allowed they change nothing, where not they are not made."""
+    spm = pytest.importorskip("sentencepiece")
+    import fuzz_spm_lib
+
+    fuzz_spm_lib.spm = spm
+    random_texts, train = fuzz_spm_lib.random_texts, fuzz_spm_lib.train
+    rng = random.Random(9000 + seed)
+    corpus = _lines()[:3000]
+    cfg = {
+        "model_type": "bpe",
+        "vocab_size": rng.choice([600, 1200]),
+        "normalization_rule_name": "identity",
+        "remove_extra_whitespaces": False,
+        # Without byte fallback and without a `\n` piece, or with `\n\n`: no cuts.
+        "byte_fallback": seed % 3 != 0,
+        "add_dummy_prefix": seed % 2 == 0,
+        "split_by_whitespace": rng.random() < 0.7,
+    }
+    uds = [["\n", "▁▁", "ab"], ["\n\n", "<b>"], ["é", "▁▁"], []][seed % 4]
+    if uds:
+        cfg["user_defined_symbols"] = uds
+    model = train(corpus, cfg)
+    ours = piecework.SentencePieceProcessor(model_proto=model)
+    ref = spm.SentencePieceProcessor(model_proto=model)
+    texts = [t for t in random_texts(rng, 400, corpus) if "\ud800" not in t]
+    docs = []
+    for _ in range(3):
+        parts, size = [], 0
+        while size < 50_000:
+            t = rng.choice(texts) + rng.choice(["\n", "\n", "\n\n", " \n", "\n "])
+            parts.append(t)
+            size += len(t.encode())
+        docs.append("".join(parts))
+    want = ref.encode(docs)
+    assert ours.encode(docs) == want, cfg
+    assert ours.encode(docs, add_bos=True, add_eos=True) == ref.encode(
+        docs, add_bos=True, add_eos=True
+    ), cfg
