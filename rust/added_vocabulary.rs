@@ -218,16 +218,24 @@ impl AddedVocabulary {
         v
     }
 
-    /// Whether cutting a text right after a `\n` followed by an ASCII letter or digit leaves
-    /// every match as it is (see `crate::cuts`): no token has whitespace or a control
-    /// character in it, and none that starts with a letter or digit strips on its left.
-    pub fn allows_newline_cuts(&self) -> bool {
+    /// What cutting a text right after a `\n` (see `crate::cuts`) needs of the added
+    /// tokens: `None` when some token has whitespace or a control character in it (a match
+    /// could span the cut), else the first characters of the `lstrip` tokens, which must not
+    /// follow a cut (their match would take the `\n` before them).
+    pub fn newline_cut_exclusions(&self) -> Option<Vec<char>> {
         let splits = |c: char| c.is_whitespace() || c.is_control();
-        let strips_before_word =
-            |t: &AddedToken| t.lstrip && t.content.starts_with(|c: char| c.is_ascii_alphanumeric());
-        self.map_r
+        if self.map_r.values().any(|t| t.content.contains(splits)) {
+            return None;
+        }
+        let mut firsts: Vec<char> = self
+            .map_r
             .values()
-            .all(|t| !t.content.contains(splits) && !strips_before_word(t))
+            .filter(|t| t.lstrip)
+            .filter_map(|t| t.content.chars().next())
+            .collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        Some(firsts)
     }
 
     /// Whether any added token is matched on normalized text.

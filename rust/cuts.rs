@@ -1,21 +1,42 @@
 //! Long texts of a batch cut into pieces, so that a few long documents still spread over
 //! every thread of the pool.
 //!
-//! A cut goes right after a `\n` that follows a visible character and precedes an ASCII
-//! letter or digit. For the pipelines `Core` allows it on (see `Core::cuts_at_newlines`) the
-//! ids of the whole text are the ids of its pieces one after the other:
+//! Every cut goes right after a `\n`; a `Rule` says which `\n`s qualify. For the pipelines
+//! that allow it (`Core::cuts_at_newlines`, `SentencePiece::newline_cuts_exact`) the ids of
+//! the whole text are the ids of its pieces one after the other.
+//!
+//! tokenizer.json pipelines (`Rule::visible`): the `\n` has a visible character on both
+//! sides (neither whitespace, nor a control, nor a format character that some Unicode
+//! version or regex engine counts as a space), and the character after it starts no `lstrip`
+//! added token.
 //! - added tokens: none contains whitespace or a control character, so no match spans the
-//!   cut, and matching after the cut does not depend on what precedes it, except `lstrip`
-//!   (which would take the `\n`): no `lstrip` token may start with a letter or digit;
-//! - BERT (BertNormalizer + BertPreTokenizer) and T5 (Precompiled + WhitespaceSplit +
-//!   Metaspace): the normalizer works per character (Precompiled per grapheme, and a grapheme
-//!   always ends after `\n`), `\n` normalizes to whitespace, and the pre-tokenizer splits at
-//!   whitespace, dropping it;
-//! - ByteLevel with the GPT-2 or cl100k regex and no prefix space: a match that contains `\n`
-//!   has only whitespace (GPT-2), or ends at its last newline (cl100k), so a match ends at
-//!   the cut and the next one starts there; neither regex looks behind. GPT-2's `\s+(?!\S)`
-//!   looks ahead: it would take a whitespace run before the `\n` whole at the end of a piece
-//!   but not before the letter, hence the visible character before the `\n`.
+//!   cut, and matching after the cut does not depend on what precedes it except through
+//!   `lstrip` (which would take the `\n`; excluded by the rule) and `single_word` (a `\n`
+//!   and the start of the text are both word boundaries). An `rstrip` token before the cut
+//!   takes the `\n` either way and nothing after it (a visible character follows);
+//! - BERT (BertNormalizer + BertPreTokenizer): the normalizer works per character (NFD only
+//!   reorders runs of combining marks, and `\n` is a starter, so no mark moves across it),
+//!   `\n` becomes a space, and the pre-tokenizer splits at whitespace, dropping it;
+//! - T5 (Precompiled + WhitespaceSplit + Metaspace): Precompiled works per grapheme, a
+//!   grapheme always ends after `\n` (so a combining mark after it starts a grapheme in both
+//!   texts), the charsmap turns `\n` into whitespace (checked on load) and the pre-tokenizer
+//!   splits there, every word getting its own `▁`;
+//! - ByteLevel with the GPT-2 or cl100k regex and no prefix space: a match that contains
+//!   `\n` has only whitespace (GPT-2), or ends at its last newline (cl100k), so with a
+//!   visible character after the `\n` a match ends at the cut and the next one starts there;
+//!   neither regex looks behind. GPT-2's `\s+(?!\S)` looks ahead: it would take a
+//!   whitespace run before the `\n` whole at the end of a piece but not before the visible
+//!   character, hence the visible character before the `\n`.
+//!
+//! SentencePiece BPE `.model`s (`Rule::any`: every `\n` but a last one), allowed when the
+//! normalizer is the identity (no charsmap, no `remove_extra_whitespaces`, no whitespace as
+//! suffix), no piece but `\n` itself contains a `\n`, and byte fallback is on: the
+//! normalized text of a piece after the first is its own normalized text without the one
+//! dummy-prefix `▁` (added once at the start of the text); BPE starts from single characters
+//! (or user-defined pieces, none with a `\n` in it) and merges a pair only into a piece, so
+//! no symbol ever spans the `\n` and each side's merges, taken in the same score-then-position
+//! order, are its own; the `\n` itself is a piece or becomes `<0x0A>` (byte fallback), so no
+//! unknown run fuses across the cut.
 
 /// A piece of one text of a batch.
 #[derive(Debug, Clone, Copy)]
@@ -23,12 +44,60 @@ pub(crate) struct Piece<'a> {
     pub(crate) text: &'a str,
     /// The whole text (it gets the usual post-processing at once), not a part of one.
     pub(crate) whole: bool,
+    /// The text's first piece (or the whole text): later pieces get no dummy prefix.
+    pub(crate) first: bool,
 }
 
 /// A batch as pieces: text `i` is `pieces[bounds[i]..bounds[i + 1]]`.
 pub(crate) struct Plan<'a> {
     pub(crate) pieces: Vec<Piece<'a>>,
     pub(crate) bounds: Vec<usize>,
+}
+
+/// Which `\n`s a text may be cut after (see the module doc for why each is exact).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Rule {
+    /// Only a `\n` with a visible character (`visible`) on both sides.
+    pub(crate) visible_around: bool,
+    /// Characters that may not follow the cut (the first characters of `lstrip` tokens).
+    pub(crate) not_after: Vec<char>,
+}
+
+impl Rule {
+    /// After a `\n` between two visible characters, unless the second is in `not_after`.
+    pub(crate) fn visible(not_after: Vec<char>) -> Rule {
+        Rule {
+            visible_around: true,
+            not_after,
+        }
+    }
+
+    /// After any `\n` that does not end the text.
+    pub(crate) fn any() -> Rule {
+        Rule::default()
+    }
+
+    fn allows(&self, before: Option<char>, after: Option<char>) -> bool {
+        let Some(after) = after else {
+            return false;
+        };
+        if self.not_after.contains(&after) {
+            return false;
+        }
+        !self.visible_around || (before.is_some_and(visible) && visible(after))
+    }
+}
+
+/// Neither whitespace nor a control, nor a format character that an older Unicode version
+/// (U+180E, U+200B) or some regex engine counts as a space or a line break: a character
+/// every `\s` and every pre-tokenizer's whitespace test rejects.
+pub(crate) fn visible(c: char) -> bool {
+    !(c.is_whitespace()
+        || c.is_control()
+        || matches!(
+            c,
+            '\u{180e}' | '\u{200b}'..='\u{200d}' | '\u{2060}' | '\u{feff}'
+        ))
 }
 
 /// Pieces per thread: enough that uneven documents still balance.
@@ -38,7 +107,7 @@ const MIN_PIECE: usize = 16 * 1024;
 
 /// The batch cut into pieces for `threads` threads, or `None` when no text is long enough to
 /// be worth cutting (the batch then runs text by text, as without a plan).
-pub(crate) fn plan<'a>(texts: &[&'a str], threads: usize) -> Option<Plan<'a>> {
+pub(crate) fn plan<'a>(texts: &[&'a str], threads: usize, rule: &Rule) -> Option<Plan<'a>> {
     if threads < 2 {
         return None;
     }
@@ -47,11 +116,11 @@ pub(crate) fn plan<'a>(texts: &[&'a str], threads: usize) -> Option<Plan<'a>> {
     if !texts.iter().any(|t| t.len() >= 2 * target) {
         return None;
     }
-    Some(plan_with(texts, target))
+    Some(plan_with(texts, target, rule))
 }
 
 /// The batch with every text of `2 * target` bytes or more cut about every `target` bytes.
-pub(crate) fn plan_with<'a>(texts: &[&'a str], target: usize) -> Plan<'a> {
+pub(crate) fn plan_with<'a>(texts: &[&'a str], target: usize, rule: &Rule) -> Plan<'a> {
     let total: usize = texts.iter().map(|t| t.len()).sum();
     let target = target.max(1);
     let mut pieces = Vec::with_capacity(texts.len() + total / target + 1);
@@ -61,12 +130,13 @@ pub(crate) fn plan_with<'a>(texts: &[&'a str], target: usize) -> Plan<'a> {
     for &t in texts {
         starts.clear();
         if t.len() >= 2 * target {
-            cut_points(t, target, &mut starts);
+            cut_points(t, target, rule, &mut starts);
         }
         if starts.is_empty() {
             pieces.push(Piece {
                 text: t,
                 whole: true,
+                first: true,
             });
         } else {
             let mut from = 0;
@@ -76,6 +146,7 @@ pub(crate) fn plan_with<'a>(texts: &[&'a str], target: usize) -> Plan<'a> {
                     pieces.push(Piece {
                         text: p,
                         whole: false,
+                        first: from == 0,
                     });
                 }
                 from = s;
@@ -86,29 +157,42 @@ pub(crate) fn plan_with<'a>(texts: &[&'a str], target: usize) -> Plan<'a> {
     Plan { pieces, bounds }
 }
 
+impl Plan<'_> {
+    /// Bytes of piece `i` (0 when there is none).
+    pub(crate) fn piece_len(&self, i: usize) -> usize {
+        self.pieces.get(i).map_or(0, |p| p.text.len())
+    }
+
+    /// The pieces' indices, longest first: handed out in this order, the long pieces start
+    /// early and the short ones fill the gaps at the end (no long piece is left for last).
+    pub(crate) fn longest_first(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.pieces.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(self.piece_len(i)));
+        order
+    }
+}
+
 /// Where pieces of `text` start (never 0 or the end): the first allowed cut at least
 /// `target` bytes after the previous one, so every piece but the last has `target` bytes or
 /// more.
-pub(crate) fn cut_points(text: &str, target: usize, out: &mut Vec<usize>) {
+pub(crate) fn cut_points(text: &str, target: usize, rule: &Rule, out: &mut Vec<usize>) {
     let target = target.max(1);
     let mut at = target;
-    while let Some(cut) = next_cut(text, at).filter(|&c| c < text.len()) {
+    while let Some(cut) = next_cut(text, at, rule).filter(|&c| c < text.len()) {
         out.push(cut);
         at = cut + target;
     }
 }
 
-/// The first cut position at or after `from`: just after a `\n` that follows a visible
-/// character (neither whitespace nor a control) and precedes an ASCII letter or digit.
-fn next_cut(text: &str, from: usize) -> Option<usize> {
+/// The first cut position at or after `from`: just after a `\n` that `rule` allows.
+fn next_cut(text: &str, from: usize, rule: &Rule) -> Option<usize> {
     let b = text.as_bytes();
     let mut i = from.checked_sub(1)?;
     loop {
         let nl = i + b.get(i..)?.iter().position(|&c| c == b'\n')?;
         let before = text.get(..nl).and_then(|t| t.chars().next_back());
-        if b.get(nl + 1).is_some_and(u8::is_ascii_alphanumeric)
-            && before.is_some_and(|c| !c.is_whitespace() && !c.is_control())
-        {
+        let after = text.get(nl + 1..).and_then(|t| t.chars().next());
+        if rule.allows(before, after) {
             return Some(nl + 1);
         }
         i = nl + 1;
@@ -119,9 +203,9 @@ fn next_cut(text: &str, from: usize) -> Option<usize> {
 mod tests {
     use super::*;
 
-    fn pieces_of(text: &str, target: usize) -> Vec<&str> {
+    fn pieces_of<'a>(text: &'a str, target: usize, rule: &Rule) -> Vec<&'a str> {
         let mut s = Vec::new();
-        cut_points(text, target, &mut s);
+        cut_points(text, target, rule, &mut s);
         let mut from = 0;
         let mut v = Vec::new();
         for &c in s.iter().chain(std::iter::once(&text.len())) {
@@ -132,31 +216,47 @@ mod tests {
     }
 
     #[test]
-    fn cuts_only_after_a_newline_before_a_letter_or_digit() {
-        let text = "ab\n cd\n\nef\n1x\n.y\né\nzz  \nq\u{3000}\nr\u{1}\ns\n";
-        let mut seen = 0;
+    fn visible_rule_cuts_only_after_a_newline_between_visible_characters() {
+        let text = "ab\n cd\n\nef\n1x\n.y\né\nzz  \nq\u{3000}\nr\u{1}\ns\n\u{200b}t\nд\n中\n\u{301}\n[m\n(x\n";
+        let rule = Rule::visible(vec!['[']);
+        let mut seen = std::collections::BTreeSet::new();
         for target in 1..text.len() + 2 {
-            let pieces = pieces_of(text, target);
+            let pieces = pieces_of(text, target, &rule);
             assert_eq!(pieces.concat(), text);
             for w in pieces.windows(2) {
                 let before = w[0].strip_suffix('\n').and_then(|p| p.chars().next_back());
-                assert!(
-                    before.is_some_and(|c| !c.is_whitespace() && !c.is_control()),
-                    "{w:?}"
-                );
-                assert!(w[1].as_bytes()[0].is_ascii_alphanumeric(), "{w:?}");
+                assert!(before.is_some_and(visible), "{w:?}");
+                let after = w[1].chars().next();
+                assert!(after.is_some_and(|c| visible(c) && c != '['), "{w:?}");
+                seen.extend(after);
             }
             assert!(pieces.iter().all(|p| !p.is_empty()));
-            seen += pieces.len() - 1;
         }
-        assert!(seen > 0);
+        // Letters of any script, digits, punctuation and combining marks start pieces.
+        for c in ['z', '1', '.', 'д', '中', '\u{301}', '(', 'é'] {
+            assert!(seen.contains(&c), "{c:?} never started a piece: {seen:?}");
+        }
+    }
+
+    #[test]
+    fn any_rule_cuts_after_every_newline_but_a_last_one() {
+        let text = "a\n\n b\n\u{301}\r\n\n";
+        for target in 1..text.len() + 2 {
+            let pieces = pieces_of(text, target, &Rule::any());
+            assert_eq!(pieces.concat(), text);
+            assert!(pieces.iter().all(|p| !p.is_empty()));
+            for w in pieces.windows(2) {
+                assert!(w[0].ends_with('\n'), "{w:?}");
+            }
+        }
+        assert_eq!(pieces_of(text, 1, &Rule::any()).len(), 5);
     }
 
     #[test]
     fn pieces_are_near_the_target_size() {
         let text = "word word word\n".repeat(10_000);
         let target = 20_000;
-        let pieces = pieces_of(&text, target);
+        let pieces = pieces_of(&text, target, &Rule::visible(Vec::new()));
         assert!(pieces.len() >= text.len() / target - 1, "{}", pieces.len());
         assert!(
             pieces.len() <= 2 * text.len() / target + 1,
@@ -168,9 +268,12 @@ mod tests {
     #[test]
     fn a_text_without_cut_points_stays_whole() {
         let mut s = Vec::new();
-        cut_points(&"x".repeat(100_000), 1000, &mut s);
+        let rule = Rule::visible(Vec::new());
+        cut_points(&"x".repeat(100_000), 1000, &rule, &mut s);
         assert!(s.is_empty());
-        cut_points(&"x\n ".repeat(100_000), 1000, &mut s);
+        cut_points(&"x\n ".repeat(100_000), 1000, &rule, &mut s);
+        assert!(s.is_empty());
+        cut_points(&"x\n\u{2028}".repeat(100_000), 1000, &rule, &mut s);
         assert!(s.is_empty());
     }
 
@@ -178,16 +281,26 @@ mod tests {
     fn plan_cuts_only_long_texts_and_keeps_their_order() {
         let long = "alpha beta\ngamma\n".repeat(20_000);
         let texts = ["short", long.as_str(), "", "x\ny"];
-        assert!(plan(&texts, 1).is_none());
-        let p = plan(&texts, 2).expect("a long text is cut");
+        let rule = Rule::visible(Vec::new());
+        assert!(plan(&texts, 1, &rule).is_none());
+        let p = plan(&texts, 2, &rule).expect("a long text is cut");
         assert_eq!(p.bounds.len(), texts.len() + 1);
         for (i, t) in texts.iter().enumerate() {
             let part = &p.pieces[p.bounds[i]..p.bounds[i + 1]];
             let joined: String = part.iter().map(|x| x.text).collect();
             assert_eq!(&joined, t);
             assert_eq!(part.len() == 1, part[0].whole);
+            assert!(part[0].first);
+            assert!(part[1..].iter().all(|x| !x.first && !x.whole));
         }
         assert!(p.bounds[2] - p.bounds[1] > 4);
-        assert!(plan(&["short", "lines"], 2).is_none());
+        assert!(plan(&["short", "lines"], 2, &rule).is_none());
+        let order = p.longest_first();
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..p.pieces.len()).collect::<Vec<_>>());
+        assert!(order
+            .windows(2)
+            .all(|w| p.pieces[w[0]].text.len() >= p.pieces[w[1]].text.len()));
     }
 }

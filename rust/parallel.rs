@@ -90,6 +90,48 @@ where
     }
 }
 
+/// `f` over every item, across the pool, the items handed out one at a time in their order
+/// to whichever thread is free (for a few uneven items given longest first: no long item is
+/// left for last, as a split into fixed halves could leave it). Results come back in item
+/// order; after an error the items not started yet are skipped and the first error (by item
+/// order) is returned.
+pub fn map_in_turn<T, R, E>(items: &[T], f: impl Fn(&T) -> Result<R, E> + Sync) -> Result<Vec<R>, E>
+where
+    T: Sync,
+    R: Send,
+    E: Send,
+{
+    use std::sync::atomic::AtomicBool;
+    let threads = num_threads().min(items.len());
+    let pool = if threads > 1 { pool() } else { None };
+    let Some(pool) = pool else {
+        return items.iter().map(f).collect();
+    };
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let done: Mutex<Vec<(usize, Result<R, E>)>> = Mutex::new(Vec::with_capacity(items.len()));
+    pool.scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|_| {
+                let mut mine = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    let r = f(item);
+                    if r.is_err() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    mine.push((i, r));
+                }
+                done.lock().unwrap_or_else(|e| e.into_inner()).extend(mine);
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    done.sort_unstable_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
 /// Finished chunks of `map_batch_streamed`: (index of the chunk's first item, its results);
 /// `Err(None)` marks a chunk whose task panicked (the scope re-raises that panic).
 pub type Chunks<R, E> = Vec<(usize, Result<Vec<R>, Option<E>>)>;

@@ -45,24 +45,25 @@ pub(crate) struct Core {
     decoder: Option<Box<dyn Decoder>>,
     added: AddedVocabulary,
     fast: Option<FastPath>,
-    /// Whether a batch may cut a long text after a `\n` before a letter or digit
-    /// (`crate::cuts`): the ids of the pieces are then the ids of the text.
-    cuts_at_newlines: bool,
+    /// Where a batch may cut a long text (`crate::cuts`), if anywhere: the ids of the pieces
+    /// are then the ids of the text.
+    cuts_at_newlines: Option<crate::cuts::Rule>,
     /// The document it was read from, written back by `to_json_string`.
     json: Value,
 }
 
-/// Whether `crate::cuts`' newline cuts are exact for this pipeline (the argument is there):
-/// BERT, T5-style Unigram and ByteLevel without a prefix space, through their fast paths.
+/// The newline cuts (`crate::cuts`) that are exact for this pipeline, if any (the argument
+/// is there): BERT, T5-style Unigram and ByteLevel without a prefix space, through their
+/// fast paths.
 fn newline_cuts_exact(
     fast: Option<FastPath>,
     normalizer: Option<&dyn Normalizer>,
     added: &AddedVocabulary,
-) -> bool {
+) -> Option<crate::cuts::Rule> {
     use crate::fast::WordSplit;
     // As `Core::fast`: normalized added tokens after a normalizer leave the fast paths.
     if normalizer.is_some() && added.has_normalized_tokens() {
-        return false;
+        return None;
     }
     let shape = match fast {
         Some(FastPath::Bert(_)) => true,
@@ -79,7 +80,12 @@ fn newline_cuts_exact(
         }),
         _ => false,
     };
-    shape && added.allows_newline_cuts()
+    if !shape {
+        return None;
+    }
+    added
+        .newline_cut_exclusions()
+        .map(crate::cuts::Rule::visible)
 }
 
 /// Bytes of text in one batch input, to decide whether the batch is worth the pool.
@@ -369,48 +375,128 @@ impl Tokenizer {
         crate::parallel::map_batch(texts, |t| t.len(), one)
     }
 
+    /// Ids of many texts across threads (no padding) as one flat buffer and the end of each
+    /// text's ids in it. Texts go to the pool in chunks, each chunk's ids written into one
+    /// buffer (no vector per text, no copy per row but the final join).
+    pub fn encode_batch_flat(
+        &self,
+        texts: &[&str],
+        add_special_tokens: bool,
+    ) -> Result<(Vec<u32>, Vec<usize>)> {
+        if let Some(plan) = self.batch_plan(texts) {
+            let rows = self.encode_plan_ids(&plan, add_special_tokens)?;
+            let mut ids = Vec::with_capacity(rows.iter().map(Vec::len).sum());
+            let mut ends = Vec::with_capacity(rows.len());
+            for r in rows {
+                ids.extend_from_slice(&r);
+                ends.push(ids.len());
+            }
+            return Ok((ids, ends));
+        }
+        // As many chunks as `map_batch_streamed` makes: enough to balance, few enough that
+        // the per-chunk costs vanish.
+        let len = (texts.len() / (crate::parallel::num_threads() * 16)).clamp(1, 256);
+        let chunks: Vec<&[&str]> = texts.chunks(len).collect();
+        let bytes = |c: &&[&str]| c.iter().map(|t| t.len()).sum::<usize>();
+        let one = |c: &&[&str]| {
+            // Room for about one id per 3 bytes: the buffer rarely regrows.
+            let mut ids = Vec::with_capacity(bytes(c).min(1 << 24) / 3 + 4);
+            let mut ends = Vec::with_capacity(c.len());
+            for t in c.iter() {
+                self.encode_ids(t, add_special_tokens, &mut ids)?;
+                ends.push(ids.len());
+            }
+            Ok::<_, Error>((ids, ends))
+        };
+        let parts = crate::parallel::map_batch(&chunks, bytes, one)?;
+        let mut ids = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
+        let mut ends = Vec::with_capacity(texts.len());
+        for (part, part_ends) in parts {
+            let base = ids.len();
+            ids.extend_from_slice(&part);
+            ends.extend(part_ends.into_iter().map(|e| base + e));
+        }
+        Ok((ids, ends))
+    }
+
     /// The batch with its long texts cut into pieces (`crate::cuts`), when the pipeline allows
     /// it and some text is long enough to be worth it.
     pub(crate) fn batch_plan<'a>(&self, texts: &[&'a str]) -> Option<crate::cuts::Plan<'a>> {
+        let threads = crate::parallel::num_threads();
         match &*self.core {
-            Backend::Json(c) if c.cuts_at_newlines => {
-                crate::cuts::plan(texts, crate::parallel::num_threads())
+            Backend::Json(c) => crate::cuts::plan(texts, threads, c.cuts_at_newlines.as_ref()?),
+            Backend::Sp(sp) if sp.newline_cuts_exact() => {
+                crate::cuts::plan(texts, threads, &crate::cuts::Rule::any())
             }
-            _ => None,
+            Backend::Sp(_) => None,
         }
     }
 
-    /// `encode_batch_ids` over a plan: the pieces across threads, then each cut text's
-    /// pieces joined and post-processed as one.
+    /// The ids of one piece of a plan: a whole text's as `encode_ids` gives them, a cut
+    /// text's piece's as the model gives them (joined and processed by `finish_plan_row`).
+    pub(crate) fn encode_piece_ids(
+        &self,
+        p: &crate::cuts::Piece<'_>,
+        add_special_tokens: bool,
+    ) -> Result<Vec<u32>> {
+        let mut v = Vec::with_capacity(p.text.len().min(1 << 20) / 3 + 4);
+        if p.whole {
+            self.encode_ids(p.text, add_special_tokens, &mut v)?;
+        } else {
+            match &*self.core {
+                Backend::Sp(sp) if !p.first => sp.encode_ids_continued(p.text, &mut v)?,
+                core => core.ids_of_text(p.text, &mut v)?,
+            }
+        }
+        Ok(v)
+    }
+
+    /// One text's row from its pieces' rows (in order): joined, then truncated and
+    /// post-processed once when it was cut.
+    pub(crate) fn finish_plan_row(
+        &self,
+        mut rows: impl Iterator<Item = Vec<u32>>,
+        add_special_tokens: bool,
+    ) -> Result<Vec<u32>> {
+        let mut ids = rows.next().unwrap_or_default();
+        let mut cut = false;
+        for r in rows {
+            ids.extend_from_slice(&r);
+            cut = true;
+        }
+        if cut && !self.ids_unprocessed(add_special_tokens) {
+            self.process_ids(0, add_special_tokens, &mut ids)?;
+        }
+        Ok(ids)
+    }
+
+    /// `encode_batch_ids` over a plan: the pieces across threads (longest first), then each
+    /// cut text's pieces joined and post-processed as one.
     pub(crate) fn encode_plan_ids(
         &self,
         plan: &crate::cuts::Plan<'_>,
         add_special_tokens: bool,
     ) -> Result<Vec<Vec<u32>>> {
-        let one = |p: &crate::cuts::Piece<'_>| {
-            let mut v = Vec::with_capacity(p.text.len().min(1 << 20) / 3 + 4);
-            if p.whole {
-                self.encode_ids(p.text, add_special_tokens, &mut v)?;
-            } else {
-                self.core.ids_of_text(p.text, &mut v)?;
-            }
-            Ok::<_, Error>(v)
+        let order = plan.longest_first();
+        let one = |&i: &usize| match plan.pieces.get(i) {
+            Some(p) => self.encode_piece_ids(p, add_special_tokens),
+            None => Ok(Vec::new()),
         };
-        let mut rows = crate::parallel::map_batch(&plan.pieces, |p| p.text.len(), one)?.into_iter();
-        let processed = !self.ids_unprocessed(add_special_tokens);
+        let done = crate::parallel::map_in_turn(&order, one)?;
+        let mut rows: Vec<Vec<u32>> = vec![Vec::new(); plan.pieces.len()];
+        for (i, r) in order.into_iter().zip(done) {
+            if let Some(slot) = rows.get_mut(i) {
+                *slot = r;
+            }
+        }
+        let mut rows = rows.into_iter();
         let mut out = Vec::with_capacity(plan.bounds.len().saturating_sub(1));
         for w in plan.bounds.windows(2) {
             let n = match w {
                 [a, b] => b - a,
                 _ => 0,
             };
-            // A whole text's row is done; a cut text's rows are joined, then processed once.
-            let mut ids = rows.next().unwrap_or_default();
-            ids.extend(rows.by_ref().take(n.saturating_sub(1)).flatten());
-            if n > 1 && processed {
-                self.process_ids(0, add_special_tokens, &mut ids)?;
-            }
-            out.push(ids);
+            out.push(self.finish_plan_row(rows.by_ref().take(n), add_special_tokens)?);
         }
         Ok(out)
     }
@@ -1664,19 +1750,20 @@ mod tests {
             let Backend::Json(c) = &*tok.core else {
                 panic!("expected a tokenizer.json backend");
             };
-            assert_eq!(c.cuts_at_newlines, allowed, "{name}");
+            assert_eq!(c.cuts_at_newlines.is_some(), allowed, "{name}");
             if !allowed {
                 continue;
             }
             // The batch's own plan, and one with cuts every few hundred bytes: every kind of
             // line end and line start then meets a cut.
-            let plan = crate::cuts::plan(&refs, 2).expect("long documents are cut");
+            let rule = c.cuts_at_newlines.clone().unwrap_or_default();
+            let plan = crate::cuts::plan(&refs, 2, &rule).expect("long documents are cut");
             assert!(
                 plan.pieces.len() > refs.len() + 8,
                 "{name}: {}",
                 plan.pieces.len()
             );
-            let dense = crate::cuts::plan_with(&refs, 300);
+            let dense = crate::cuts::plan_with(&refs, 300, &rule);
             assert!(dense.pieces.len() > 20 * plan.pieces.len(), "{name}");
             for (plan, add) in [
                 (&plan, true),
@@ -1690,6 +1777,228 @@ mod tests {
                     tok.encode_ids(t, add, &mut want).unwrap();
                     assert!(want == *g, "{name} add={add}: ids differ");
                 }
+            }
+        }
+    }
+
+    /// Documents of real lines (prose, every script of the UDHR, random corners), each line
+    /// led by one of `leads` and ended by one of several line ends, so that every kind of
+    /// character meets a cut on both sides.
+    fn cut_test_docs(dir: &str, leads: &[&str]) -> Option<Vec<String>> {
+        let prose = std::fs::read_to_string(format!("{dir}/corpora/big.txt")).ok()?;
+        let prose = prose.get(..300_000).unwrap_or(&prose);
+        let mut lines: Vec<String> = texts(3000);
+        lines.extend(prose.lines().map(str::to_owned));
+        if let Ok(udhr) = std::fs::read_to_string(format!("{dir}/corpora/udhr2_all.txt")) {
+            lines.extend(udhr.lines().step_by(5).take(3000).map(str::to_owned));
+        }
+        let ends = ["\n", "\n", "\r\n", "\n\n", " \n", "\t\n", "\n "];
+        let mut docs: Vec<String> = (0..4)
+            .map(|d| {
+                let mut doc = String::new();
+                for (k, l) in lines.iter().enumerate().skip(d * 997).take(5000) {
+                    doc.push_str(leads[(k * 7 + d) % leads.len()]);
+                    doc.push_str(l);
+                    doc.push_str(ends[(k * 3 + d) % ends.len()]);
+                }
+                doc
+            })
+            .collect();
+        docs.push("short\ntext".to_owned());
+        docs.push(String::new());
+        Some(docs)
+    }
+
+    /// Every plan of `refs` (the batch's own, one cut every ~300 bytes) gives each text the
+    /// ids `encode_ids` gives the whole text.
+    fn assert_plans_exact(name: &str, tok: &Tokenizer, refs: &[&str], rule: &crate::cuts::Rule) {
+        let plan = crate::cuts::plan(refs, 2, rule).expect("long documents are cut");
+        assert!(
+            plan.pieces.len() > refs.len() + 8,
+            "{name}: {}",
+            plan.pieces.len()
+        );
+        let dense = crate::cuts::plan_with(refs, 300, rule);
+        assert!(dense.pieces.len() > 20 * plan.pieces.len(), "{name}");
+        for (plan, add) in [
+            (&plan, true),
+            (&plan, false),
+            (&dense, true),
+            (&dense, false),
+        ] {
+            let got = tok.encode_plan_ids(plan, add).unwrap();
+            for (k, (t, g)) in refs.iter().zip(&got).enumerate() {
+                let mut want = Vec::new();
+                tok.encode_ids(t, add, &mut want).unwrap();
+                if want != *g {
+                    let at = want.iter().zip(g).take_while(|(a, b)| a == b).count();
+                    panic!("{name} add={add}: ids of text {k} differ from id {at} on");
+                }
+            }
+        }
+    }
+
+    /// SentencePiece BPE models with an identity normalizer are cut after any `\n`, the
+    /// later pieces without the dummy prefix; other models are not cut. Needs
+    /// ../shared/data; skipped without.
+    #[test]
+    fn newline_cuts_of_sentencepiece_bpe_documents_give_the_whole_documents_ids() {
+        let dir = crate::test_data_dir();
+        let leads = [
+            "",
+            "",
+            " ",
+            "  ",
+            "\n",
+            "\t",
+            "▁",
+            "▁▁x",
+            "é",
+            "中",
+            "\u{301}",
+            "<s>",
+            "<0x0A>",
+            "\r",
+            "42 ",
+            "\u{1F600}",
+            "\u{3000}",
+            "\u{0}",
+        ];
+        let Some(docs) = cut_test_docs(&dir, &leads) else {
+            eprintln!("skipped: corpora/big.txt not found under {dir}");
+            return;
+        };
+        let refs: Vec<&str> = docs.iter().map(String::as_str).collect();
+        for (file, allowed) in [
+            ("llama2/tokenizer.model", true),
+            ("mistral-7b-v0.3/tokenizer.model.v3", true),
+            ("xlnet-base-cased/spiece.model", false),
+            ("bpemb-en/en.wiki.bpe.vs100000.model", false),
+        ] {
+            let Ok(bytes) = std::fs::read(format!("{dir}/{file}")) else {
+                eprintln!("skipped {file}: not found under {dir}");
+                continue;
+            };
+            let tok = Tokenizer::from_sentencepiece(&bytes).unwrap();
+            let Backend::Sp(sp) = &*tok.core else {
+                panic!("expected a sentencepiece backend");
+            };
+            assert_eq!(sp.newline_cuts_exact(), allowed, "{file}");
+            if allowed {
+                assert_plans_exact(file, &tok, &refs, &crate::cuts::Rule::any());
+                // The dummy prefix kept on later pieces would change the ids: the test
+                // sees a wrong continuation.
+                let dense = crate::cuts::plan_with(&refs, 300, &crate::cuts::Rule::any());
+                let mut joined = Vec::new();
+                for p in dense.pieces.get(..dense.bounds[1]).unwrap_or_default() {
+                    sp.encode_ids(p.text, &mut joined).unwrap();
+                }
+                let mut whole = Vec::new();
+                sp.encode_ids(refs[0], &mut whole).unwrap();
+                assert_ne!(joined, whole, "{file}");
+            }
+        }
+    }
+
+    /// The tokenizer.json pipelines' cuts, between any two visible characters (letters of
+    /// every script, digits, punctuation, combining marks, astral characters) but before an
+    /// `lstrip` token's first character. Needs ../shared/data; skipped without.
+    #[test]
+    fn newline_cuts_between_visible_characters_give_the_whole_documents_ids() {
+        let dir = crate::test_data_dir();
+        let leads = [
+            "",
+            "",
+            "[MASK]x",
+            "<mask>y",
+            "</s>",
+            "42 is",
+            "\r",
+            "\n\n",
+            " ",
+            "é",
+            "中",
+            "\u{301}a",
+            "\u{1F600}",
+            "(",
+            "«",
+            "'s",
+            "\u{200b}",
+            "\u{ad}",
+            "\u{1}",
+            "ﬁ",
+            "İ",
+            "Σ",
+            "\u{e01}\u{e31}",
+            "\u{915}\u{94d}",
+        ];
+        let Some(docs) = cut_test_docs(&dir, &leads) else {
+            eprintln!("skipped: corpora/big.txt not found under {dir}");
+            return;
+        };
+        let refs: Vec<&str> = docs.iter().map(String::as_str).collect();
+        for name in ["bert-base-uncased", "gpt2", "t5-small", "roberta-base"] {
+            let Ok(json) = std::fs::read_to_string(format!("{dir}/{name}/tokenizer.json")) else {
+                eprintln!("skipped {name}: not found under {dir}");
+                continue;
+            };
+            let tok = Tokenizer::from_json_str(&json).unwrap();
+            let Backend::Json(c) = &*tok.core else {
+                panic!("expected a tokenizer.json backend");
+            };
+            let rule = c.cuts_at_newlines.clone().expect("cuts allowed");
+            assert!(rule.visible_around, "{name}");
+            assert_eq!(
+                rule.not_after.contains(&'<'),
+                name == "roberta-base",
+                "{name}"
+            );
+            assert_plans_exact(name, &tok, &refs, &rule);
+            // A looser rule is wrong here: GPT-2's lookahead sees the whitespace before a
+            // `\n`, RoBERTa's `<mask>` takes the `\n` before it.
+            let loose = match name {
+                "gpt2" => Some(crate::cuts::Rule::any()),
+                "roberta-base" => Some(crate::cuts::Rule::visible(Vec::new())),
+                _ => None,
+            };
+            if let Some(loose) = loose {
+                let wrong = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    assert_plans_exact(name, &tok, &refs, &loose);
+                }));
+                assert!(wrong.is_err(), "{name}: a looser rule went unnoticed");
+            }
+        }
+    }
+
+    /// `encode_batch_flat` is `encode_batch_ids` joined, for batches of every size (chunked,
+    /// on the calling thread, cut into pieces), with and without special tokens.
+    #[test]
+    fn flat_batches_are_the_rows_joined() {
+        let dir = crate::test_data_dir();
+        let Ok(json) = std::fs::read_to_string(format!("{dir}/bert-base-uncased/tokenizer.json"))
+        else {
+            eprintln!("skipped: bert-base-uncased not found under {dir}");
+            return;
+        };
+        let tok = Tokenizer::from_json_str(&json).unwrap();
+        let lines = texts(5000);
+        let doc = lines.join("\n");
+        let mut batches: Vec<Vec<&str>> = [0, 1, 7, 8, 100, 5000]
+            .iter()
+            .map(|&n| lines.iter().take(n).map(String::as_str).collect())
+            .collect();
+        batches.push(vec![doc.as_str(), "x", "", doc.as_str()]);
+        for b in &batches {
+            for add in [true, false] {
+                let rows = tok.encode_batch_ids(b, add).unwrap();
+                let (ids, ends) = tok.encode_batch_flat(b, add).unwrap();
+                assert_eq!(ends.len(), rows.len());
+                let mut from = 0;
+                for (r, &e) in rows.iter().zip(&ends) {
+                    assert_eq!(ids.get(from..e), Some(r.as_slice()));
+                    from = e;
+                }
+                assert_eq!(from, ids.len());
             }
         }
     }
@@ -1714,14 +2023,14 @@ mod tests {
             )
         };
         let cuts = |added: String| match &*Tokenizer::from_json_str(&json(&added)).unwrap().core {
-            Backend::Json(c) => c.cuts_at_newlines,
+            Backend::Json(c) => c.cuts_at_newlines.clone().map(|r| r.not_after),
             Backend::Sp(_) => panic!("expected a tokenizer.json backend"),
         };
-        assert!(cuts(String::new()));
-        assert!(cuts(token("[MASK]", true)));
-        assert!(cuts(token("mask", false)));
-        assert!(!cuts(token("mask", true)));
-        assert!(!cuts(token("new york", false)));
-        assert!(!cuts(token("a\\nb", false)));
+        assert_eq!(cuts(String::new()), Some(vec![]));
+        assert_eq!(cuts(token("[MASK]", true)), Some(vec!['[']));
+        assert_eq!(cuts(token("mask", false)), Some(vec![]));
+        assert_eq!(cuts(token("mask", true)), Some(vec!['m']));
+        assert_eq!(cuts(token("new york", false)), None);
+        assert_eq!(cuts(token("a\\nb", false)), None);
     }
 }

@@ -1,7 +1,9 @@
 """Batches of a few long documents: piecework cuts them after newlines (rust/cuts.rs) so that
 their pieces run on every thread. The ids must still be the oracle's for the whole documents:
 special tokens and truncation once per document, nothing changed at a cut (added tokens at a
-line start, CRLF, digits, runs of newlines, any Unicode around them)."""
+line start, CRLF, digits, runs of newlines, any Unicode around them). tokenizer.json pipelines
+are cut between two visible characters, SentencePiece BPE `.model`s (identity normalizer)
+after any newline."""
 
 from __future__ import annotations
 
@@ -12,13 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import DATA_DIR, data_path
-from strategies import corner_text
+from strategies import corner_char, corner_text
 
 tokenizers = pytest.importorskip("tokenizers")
 
 # bert/t5/gpt2/roberta are cut (roberta: an lstrip <mask>); codellama is not (a control case).
 MODELS = ["bert-base-uncased", "t5-small", "gpt2", "roberta-base", "codellama"]
 LEADS = ["", "", "", "42 ", "\r", "\n", " ", "\t", "é", "中", "x\u0301", "\u0301"]
+LEADS += ["д", "(", "«", "\U0001f600", "\u200b", "\u00ad", "\x01", "ﬁ", "İ", "Σ", "\u0915\u094d"]
 
 
 @pytest.fixture(autouse=True)
@@ -106,3 +109,143 @@ def test_generated_documents_match_the_oracle(lines: list[str], seed: int) -> No
 
 
 _PAIRS: dict[str, tuple] = {}
+
+
+# SentencePiece BPE models with an identity normalizer: cut after any newline.
+SP_MODELS = ["llama2/tokenizer.model", "mistral-7b-v0.3/tokenizer.model.v3"]
+SP_LEADS = LEADS + ["  ", "▁", "▁▁x", "<s>", "<0x0A>", "\u3000", "\x00", "\r\n"]
+
+_SP: dict[str, tuple] = {}
+
+
+def _sp_pair(model: str):
+    spm = pytest.importorskip("sentencepiece")
+    if model not in _SP:
+        path = data_path(*model.split("/"))
+        _SP[model] = (
+            piecework.SentencePieceProcessor(model_file=str(path)),
+            spm.SentencePieceProcessor(model_file=str(path)),
+        )
+    return _SP[model]
+
+
+@pytest.mark.parametrize("model", SP_MODELS)
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"add_bos": True, "add_eos": True}, {"add_bos": True, "reverse": True}],
+)
+def test_sentencepiece_long_documents_match_the_oracle(model: str, options: dict) -> None:
+    ours, ref = _sp_pair(model)
+    rng = random.Random(len(model) + len(options))
+    lines = _lines()
+    docs = []
+    for _ in range(3):
+        parts, size, goal = [], 0, rng.randint(40_000, 120_000)
+        while size < goal:
+            end = rng.choice(["\n", "\n", "\r\n", "\n\n", " \n", "\n "])
+            line = rng.choice(SP_LEADS) + rng.choice(lines) + end
+            parts.append(line)
+            size += len(line.encode())
+        docs.append("".join(parts))
+    docs += ["a short text", "x\n"]
+    want = ref.encode(docs, **options)
+    assert ours.encode(docs, **options) == want
+    assert [ours.encode(d, **options) for d in docs] == want
+    if not options:
+        tok = piecework.Tokenizer.from_file(str(data_path(*model.split("/"))))
+        assert tok.encode_batch_ids(docs, add_special_tokens=False) == want
+        assert tok.encode_batch_flat(docs, add_special_tokens=False).to_list() == want
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    st.lists(corner_text, min_size=1, max_size=20),
+    st.lists(corner_char, min_size=1, max_size=20),
+    st.integers(0, 2**32),
+)
+def test_sentencepiece_generated_documents_match_the_oracle(
+    lines: list[str], starts: list[str], seed: int
+) -> None:
+    """Lines of Unicode corners, each newline followed by a corner character (whitespace,
+    controls, combining marks, astral characters): every kind of cut."""
+    if not (DATA_DIR / "llama2").is_dir():
+        pytest.skip(f"shared test data not found at {DATA_DIR}")
+    rng = random.Random(seed)
+    docs = []
+    for _ in range(2):
+        body = [rng.choice(lines) + "\n" + rng.choice(starts) for _ in range(40_000 // 10)]
+        docs.append("".join(body))
+    for model in SP_MODELS:
+        ours, ref = _sp_pair(model)
+        assert ours.encode(docs) == ref.encode(docs), model
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    st.lists(corner_text, min_size=1, max_size=20),
+    st.lists(corner_char, min_size=1, max_size=20),
+    st.integers(0, 2**32),
+)
+def test_generated_cuts_before_any_character_match_the_oracle(
+    lines: list[str], starts: list[str], seed: int
+) -> None:
+    """Every newline followed by a corner character, and preceded by a visible letter or
+    by the line's own corners: cuts land before letters of every script, marks, astral
+    characters, and are refused next to whitespace and controls."""
+    if not (DATA_DIR / "bert-base-uncased").is_dir():
+        pytest.skip(f"shared test data not found at {DATA_DIR}")
+    rng = random.Random(seed)
+    pool = [ln + rng.choice(["", "a", "д", ".", "\u0301", "\U0001f600"]) for ln in lines]
+    docs = []
+    for _ in range(2):
+        body = [rng.choice(pool) + "\n" + rng.choice(starts) for _ in range(40_000 // 12)]
+        docs.append("".join(body))
+    for name in ["bert-base-uncased", "gpt2", "t5-small", "roberta-base"]:
+        ours, ref = _PAIRS.get(name) or _PAIRS.setdefault(name, _pair(name))
+        want = [e.ids for e in ref.encode_batch(docs)]
+        assert ours.encode_batch_ids(docs) == want, name
+        assert ours.encode_batch_flat(docs).to_list() == want, name
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_trained_bpe_models_cut_exactly(seed: int) -> None:
+    """SentencePiece BPE models trained here with an identity normalizer and random options
+    (byte fallback or not, dummy prefix or not, user-defined pieces among them `\\n`, `\\n\\n`
+    and `▁▁`): where the cuts are allowed they change nothing, where not they are not made."""
+    spm = pytest.importorskip("sentencepiece")
+    import fuzz_spm_lib
+
+    fuzz_spm_lib.spm = spm
+    random_texts, train = fuzz_spm_lib.random_texts, fuzz_spm_lib.train
+    rng = random.Random(9000 + seed)
+    corpus = _lines()[:3000]
+    cfg = {
+        "model_type": "bpe",
+        "vocab_size": rng.choice([600, 1200]),
+        "normalization_rule_name": "identity",
+        "remove_extra_whitespaces": False,
+        # Without byte fallback and without a `\n` piece, or with `\n\n`: no cuts.
+        "byte_fallback": seed % 3 != 0,
+        "add_dummy_prefix": seed % 2 == 0,
+        "split_by_whitespace": rng.random() < 0.7,
+    }
+    uds = [["\n", "▁▁", "ab"], ["\n\n", "<b>"], ["é", "▁▁"], []][seed % 4]
+    if uds:
+        cfg["user_defined_symbols"] = uds
+    model = train(corpus, cfg)
+    ours = piecework.SentencePieceProcessor(model_proto=model)
+    ref = spm.SentencePieceProcessor(model_proto=model)
+    texts = [t for t in random_texts(rng, 400, corpus) if "\ud800" not in t]
+    docs = []
+    for _ in range(3):
+        parts, size = [], 0
+        while size < 50_000:
+            t = rng.choice(texts) + rng.choice(["\n", "\n", "\n\n", " \n", "\n "])
+            parts.append(t)
+            size += len(t.encode())
+        docs.append("".join(parts))
+    want = ref.encode(docs)
+    assert ours.encode(docs) == want, cfg
+    assert ours.encode(docs, add_bos=True, add_eos=True) == ref.encode(
+        docs, add_bos=True, add_eos=True
+    ), cfg

@@ -15,6 +15,17 @@ pub struct TokenBatch {
 }
 
 impl TokenBatch {
+    /// From flat ids and the end of each row in them (non-decreasing, at most `ids.len()`).
+    pub(crate) fn from_flat(ids: Vec<u32>, ends: &[usize]) -> TokenBatch {
+        let mut splits = Vec::with_capacity(ends.len() + 1);
+        splits.push(0i64);
+        splits.extend(ends.iter().map(|&e| e.min(ids.len()) as i64));
+        TokenBatch {
+            ids: Arc::new(ids),
+            row_splits: Arc::new(splits),
+        }
+    }
+
     pub(crate) fn from_rows(rows: Vec<Vec<u32>>) -> TokenBatch {
         let total = rows.iter().map(Vec::len).sum();
         let mut ids = Vec::with_capacity(total);

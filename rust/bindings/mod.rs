@@ -56,6 +56,37 @@ pub(crate) fn ids_list<'py>(py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py,
     Ok(unsafe { list.cast_into_unchecked::<PyList>() })
 }
 
+/// Python's cyclic garbage collector held off while this lives (on a thread holding the
+/// GIL, which it must keep until the guard drops). Building thousands of id lists would
+/// otherwise set off young-generation collections (from 3.12 on they wait for the
+/// interpreter anyway) that walk every list built so far, again at each older generation;
+/// lists of ints make no cycles, and one collection after the batch finds them all.
+/// The collector is switched back on only if it was on.
+struct GcPause {
+    was_enabled: bool,
+}
+
+impl GcPause {
+    fn new(_py: Python<'_>) -> GcPause {
+        // SAFETY: the GIL is held (`_py`); PyGC_Disable only flips the collector's flag and
+        // returns its previous state.
+        GcPause {
+            was_enabled: unsafe { pyo3::ffi::PyGC_Disable() } != 0,
+        }
+    }
+}
+
+impl Drop for GcPause {
+    fn drop(&mut self) {
+        if self.was_enabled {
+            // SAFETY: dropped on the thread that made it, which still holds the GIL.
+            unsafe {
+                pyo3::ffi::PyGC_Enable();
+            }
+        }
+    }
+}
+
 /// The ids of every item (by `f`, across the pool) as a Python list of lists. The lists are
 /// built chunk by chunk while the pool still encodes the rest, so building Python objects,
 /// which needs the GIL and so one thread, overlaps the parallel part; the GIL is released
@@ -79,6 +110,7 @@ pub(crate) fn ids_lists_streamed<'py, T: Sync>(
         |t| f(t).map_err(to_py_err),
         |next| py.detach(next),
         |start, rows| {
+            let _gc = GcPause::new(py);
             for (i, r) in rows.iter().enumerate() {
                 let row = ids_list(py, r)?;
                 // SAFETY: `list` is a list; PyList_SetItem steals the row's reference and
@@ -97,6 +129,98 @@ pub(crate) fn ids_lists_streamed<'py, T: Sync>(
             Ok(())
         },
     )?;
+    // SAFETY: made by PyList_New above.
+    Ok(unsafe { list.cast_into_unchecked::<PyList>() })
+}
+
+/// The ids of a plan's texts (`crate::cuts`) as a Python list of lists. The pieces run
+/// across the pool longest first (the chunks go out in order); each text's list is built on
+/// this thread as soon as its last piece is back, from `finish` over its pieces' rows in
+/// order, so building lists overlaps the encoding of the rest.
+pub(crate) fn plan_lists_streamed<'py>(
+    py: Python<'py>,
+    plan: &crate::cuts::Plan<'_>,
+    piece: impl Fn(&crate::cuts::Piece<'_>) -> Result<Vec<u32>, Error> + Sync,
+    mut finish: impl FnMut(&mut dyn Iterator<Item = Vec<u32>>) -> Result<Vec<u32>, Error>,
+) -> PyResult<Bound<'py, PyList>> {
+    use pyo3::ffi;
+    let texts = plan.bounds.len().saturating_sub(1);
+    let n =
+        ffi::Py_ssize_t::try_from(texts).map_err(|_| PyValueError::new_err("batch too large"))?;
+    // SAFETY: as in `ids_lists_streamed`: a new list whose NULL slots are all filled below
+    // before it is returned (an early error return drops it, which NULL slots allow).
+    let list = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(n))? };
+    let order = plan.longest_first();
+    // Per piece: its text, and its row once done; per text: pieces still out.
+    let mut owner = vec![0usize; plan.pieces.len()];
+    let mut left = vec![0usize; texts];
+    for (t, w) in plan.bounds.windows(2).enumerate() {
+        if let [a, b] = *w {
+            owner
+                .get_mut(a..b)
+                .into_iter()
+                .flatten()
+                .for_each(|o| *o = t);
+            if let Some(l) = left.get_mut(t) {
+                *l = b.saturating_sub(a);
+            }
+        }
+    }
+    let mut rows: Vec<Option<Vec<u32>>> = vec![None; plan.pieces.len()];
+    let mut filled = 0usize;
+    crate::parallel::map_batch_streamed(
+        &order,
+        |&i| plan.piece_len(i),
+        |&i| match plan.pieces.get(i) {
+            Some(p) => piece(p).map_err(to_py_err),
+            None => Ok(Vec::new()),
+        },
+        |next| py.detach(next),
+        |start, done| {
+            let _gc = GcPause::new(py);
+            for (k, row) in done.into_iter().enumerate() {
+                let Some(&i) = order.get(start + k) else {
+                    continue;
+                };
+                let (Some(slot), Some(&t)) = (rows.get_mut(i), owner.get(i)) else {
+                    continue;
+                };
+                *slot = Some(row);
+                let Some(l) = left.get_mut(t) else { continue };
+                *l -= 1;
+                if *l > 0 {
+                    continue;
+                }
+                let (a, b) = match plan.bounds.get(t..t + 2) {
+                    Some(&[a, b]) => (a, b),
+                    _ => continue,
+                };
+                let mut parts = rows
+                    .get_mut(a..b)
+                    .into_iter()
+                    .flatten()
+                    .map(|r| r.take().unwrap_or_default());
+                let ids = finish(&mut parts).map_err(to_py_err)?;
+                let row = ids_list(py, &ids)?;
+                // SAFETY: `list` is a list of `texts` slots, `t < texts`; PyList_SetItem
+                // steals the row's reference. Each text is finished exactly once (its count
+                // of pieces left reaches 0 once).
+                let rc = unsafe {
+                    ffi::PyList_SetItem(list.as_ptr(), t as ffi::Py_ssize_t, row.into_ptr())
+                };
+                if rc != 0 {
+                    return Err(PyErr::fetch(py));
+                }
+                filled += 1;
+            }
+            Ok(())
+        },
+    )?;
+    if filled != texts {
+        return Err(PyValueError::new_err(
+            "a batch text was left without its ids",
+        ));
+    }
     // SAFETY: made by PyList_New above.
     Ok(unsafe { list.cast_into_unchecked::<PyList>() })
 }

@@ -2,7 +2,7 @@
 //! Every per-text and per-token step runs here (batches in parallel, without the GIL); the
 //! Python class only dispatches on argument shapes.
 
-use super::{ids_list, ids_lists_streamed, to_py_err};
+use super::{ids_list, ids_lists_streamed, plan_lists_streamed, to_py_err};
 use crate::error::Error;
 use crate::parallel::map_batch;
 use crate::sentencepiece::vocab::PieceType;
@@ -40,6 +40,17 @@ impl Extra {
         reverse: false,
         emit_unk_piece: false,
     };
+
+    /// The options on a text's ids: reversed, then `<s>` / `</s>` around them.
+    fn apply(self, ids: &mut Vec<u32>) {
+        if self.reverse {
+            ids.reverse();
+        }
+        if let Some(b) = self.bos {
+            ids.insert(0, b);
+        }
+        ids.extend(self.eos);
+    }
 }
 
 impl PySentencePiece {
@@ -94,13 +105,22 @@ impl PySentencePiece {
         // grows; capped so a huge text does not reserve for nothing.
         let mut out = Vec::with_capacity((text.len() / 3 + 4).min(1 << 16));
         self.inner.encode_ids(text, &mut out)?;
-        if ex.reverse {
-            out.reverse();
+        ex.apply(&mut out);
+        Ok(out)
+    }
+
+    /// The ids of a piece of a batch plan (`crate::cuts`): a whole text's with the options
+    /// applied, a cut text's piece's bare (the options apply to the joined text).
+    fn piece_ids(&self, p: &crate::cuts::Piece<'_>, ex: Extra) -> Result<Vec<u32>, Error> {
+        if p.whole {
+            return self.ids_one(p.text, ex);
         }
-        if let Some(b) = ex.bos {
-            out.insert(0, b);
+        let mut out = Vec::with_capacity((p.text.len() / 3 + 4).min(1 << 16));
+        if p.first {
+            self.inner.encode_ids(p.text, &mut out)?;
+        } else {
+            self.inner.encode_ids_continued(p.text, &mut out)?;
         }
-        out.extend(ex.eos);
         Ok(out)
     }
 
@@ -237,6 +257,31 @@ impl PySentencePiece {
         reverse: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let ex = self.extra(add_bos, add_eos, reverse, false)?;
+        if self.inner.newline_cuts_exact() {
+            let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+            let rule = crate::cuts::Rule::any();
+            if let Some(plan) = crate::cuts::plan(&refs, crate::parallel::num_threads(), &rule) {
+                // A few long texts: their pieces spread over the threads, the options
+                // applied once to each whole text.
+                return plan_lists_streamed(
+                    py,
+                    &plan,
+                    |p| self.piece_ids(p, ex),
+                    |rows| {
+                        let mut ids = rows.next().unwrap_or_default();
+                        let mut cut = false;
+                        for r in rows {
+                            ids.extend_from_slice(&r);
+                            cut = true;
+                        }
+                        if cut {
+                            ex.apply(&mut ids);
+                        }
+                        Ok(ids)
+                    },
+                );
+            }
+        }
         ids_lists_streamed(py, &texts, |t| t.len(), |t| self.ids_one(t, ex))
     }
 

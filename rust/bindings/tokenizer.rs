@@ -5,7 +5,7 @@
 //! or replace the `Arc`, never while encoding, so any number of threads can encode (with the GIL
 //! released) while another reconfigures, and each call sees one whole configuration.
 
-use super::{ids_list, ids_lists_streamed, to_py_err};
+use super::{ids_list, ids_lists_streamed, plan_lists_streamed, to_py_err};
 use crate::encoding::{
     Direction, Encoding, PaddingParams, PaddingStrategy, TruncationParams, TruncationStrategy,
 };
@@ -444,16 +444,13 @@ impl PyTokenizer {
         let tok = self.snapshot();
         let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
         if let Some(plan) = tok.batch_plan(&refs) {
-            // A few long texts: their pieces spread over the threads, and the rows are few,
-            // so building them after the pool is done costs little.
-            let rows = py
-                .detach(|| tok.encode_plan_ids(&plan, add_special_tokens))
-                .map_err(to_py_err)?;
-            let list = PyList::empty(py);
-            for r in &rows {
-                list.append(ids_list(py, r)?)?;
-            }
-            return Ok(list);
+            // A few long texts: their pieces spread over the threads.
+            return plan_lists_streamed(
+                py,
+                &plan,
+                |p| tok.encode_piece_ids(p, add_special_tokens),
+                |rows| tok.finish_plan_row(rows, add_special_tokens),
+            );
         }
         ids_lists_streamed(
             py,
@@ -477,10 +474,13 @@ impl PyTokenizer {
         add_special_tokens: bool,
     ) -> PyResult<super::batch::TokenBatch> {
         let tok = self.snapshot();
-        let rows = py
-            .detach(|| batch_ids(&tok, &texts, add_special_tokens))
+        let (ids, ends) = py
+            .detach(|| {
+                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+                tok.encode_batch_flat(&refs, add_special_tokens)
+            })
             .map_err(to_py_err)?;
-        Ok(super::batch::TokenBatch::from_rows(rows))
+        Ok(super::batch::TokenBatch::from_flat(ids, &ends))
     }
 
     /// How many tokens each text encodes to (no padding).
@@ -492,10 +492,21 @@ impl PyTokenizer {
         add_special_tokens: bool,
     ) -> PyResult<Vec<usize>> {
         let tok = self.snapshot();
-        let rows = py
-            .detach(|| batch_ids(&tok, &texts, add_special_tokens))
+        let (_, ends) = py
+            .detach(|| {
+                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+                tok.encode_batch_flat(&refs, add_special_tokens)
+            })
             .map_err(to_py_err)?;
-        Ok(rows.iter().map(Vec::len).collect())
+        let mut from = 0;
+        Ok(ends
+            .iter()
+            .map(|&e| {
+                let n = e.saturating_sub(from);
+                from = e;
+                n
+            })
+            .collect())
     }
 
     #[pyo3(signature = (ids, skip_special_tokens = true))]
@@ -1120,14 +1131,4 @@ impl PyEncoding {
             self.ids_slice().len()
         )
     }
-}
-
-/// The ids of `texts` in the crate's pool.
-fn batch_ids(
-    tok: &Tokenizer,
-    texts: &[PyBackedStr],
-    add_special_tokens: bool,
-) -> crate::Result<Vec<Vec<u32>>> {
-    let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
-    tok.encode_batch_ids(&refs, add_special_tokens)
 }

@@ -83,6 +83,8 @@ pub struct SentencePiece {
     byte_ids: Option<Box<[u32; 256]>>,
     /// The bytes this was loaded from, returned as they are by `to_model_bytes`.
     original: Option<Vec<u8>>,
+    /// Whether a batch may cut a text after any `\n` (`crate::cuts`, where the argument is).
+    newline_cuts: bool,
 }
 
 impl std::fmt::Debug for SentencePiece {
@@ -125,6 +127,25 @@ fn make_normalizer(s: &NormalizerSettings, treat_ws_as_suffix: bool) -> Result<S
     };
     n.prepare();
     Ok(n)
+}
+
+/// Whether every `\n` of a text may be a cut (`crate::cuts::Rule::any`; the argument is
+/// there): BPE, an identity normalizer that adds its dummy prefix (if any) at the start, no
+/// piece but `\n` itself with a `\n` in it, and the `\n` a piece or a byte.
+fn newline_cuts_exact(data: &ModelData) -> bool {
+    let n = &data.normalizer;
+    let identity = n.precompiled_charsmap.is_empty()
+        && !n.remove_extra_whitespaces
+        && !data.treat_whitespace_as_suffix;
+    let mut newline_piece = false;
+    for p in &data.pieces {
+        if p.piece == "\n" {
+            newline_piece = matches!(p.kind, PieceType::Normal | PieceType::UserDefined);
+        } else if p.piece.contains('\n') {
+            return false;
+        }
+    }
+    data.model_type == ModelType::Bpe && identity && (data.byte_fallback || newline_piece)
 }
 
 impl Segmenter for Arc<bpe::SpBpe> {
@@ -310,6 +331,7 @@ impl SentencePiece {
             }),
         };
         let kinds = data.pieces.iter().map(|p| p.kind).collect();
+        let newline_cuts = newline_cuts_exact(&data);
         Ok(SentencePiece {
             data,
             lookup,
@@ -322,6 +344,38 @@ impl SentencePiece {
             unk_id,
             byte_ids,
             original: None,
+            newline_cuts,
+        })
+    }
+
+    /// Whether `crate::cuts::Rule::any` cuts are exact for this model (see `crate::cuts`).
+    pub(crate) fn newline_cuts_exact(&self) -> bool {
+        self.newline_cuts
+    }
+
+    /// The ids of `text`, a piece of a longer text that does not start it (cut after a
+    /// `\n`, for a model where `newline_cuts_exact`): its normalization without the dummy
+    /// prefix, which the whole text has only at its start.
+    pub(crate) fn encode_ids_continued(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        let Some(bpe) = self.bpe.as_ref().filter(|_| self.newline_cuts) else {
+            return Err(Error::other("newline cuts are not exact for this model"));
+        };
+        let n = &self.normalizer;
+        let prefix = match (n.add_dummy_prefix, n.escape_whitespaces) {
+            (false, _) => "",
+            (true, true) => SPACE_SYMBOL,
+            (true, false) => " ",
+        };
+        NORMALIZED.with(|cell| {
+            let mut normalized = cell.take();
+            let r = n.normalize_text(text, &mut normalized).and_then(|()| {
+                let rest = normalized
+                    .strip_prefix(prefix)
+                    .ok_or_else(|| Error::other("sentencepiece: the dummy prefix is missing"))?;
+                bpe.segment_ids(rest, out)
+            });
+            cell.set(normalized);
+            r
         })
     }
 
