@@ -286,7 +286,7 @@ impl SpBpe {
             chars: CharKeys::new(&AHashMap::new()),
             key_out: Vec::new(),
             dead_is_unk: false,
-            pairs: PairTable::new(&[], 0),
+            pairs: PairTable::new(&[], 0, &[]),
             ranks: pieces.iter().map(|p| rank_of(p.score)).collect(),
             has_unused: false,
             cut: Cut::Never,
@@ -369,7 +369,7 @@ impl SpBpe {
             Cut::Never
         };
         // Keys and merged ids are below n + virtual_out.len() (< DEAD, checked above).
-        sb.pairs = PairTable::new(&pairs, n + virtual_out.len() as u32);
+        sb.pairs = PairTable::new(&pairs, n + virtual_out.len() as u32, &sb.ranks);
         sb.chars = CharKeys::new(&char_ids);
         sb.virtual_chars = vec!['\0'; virtual_out.len()];
         for (&c, &k) in &char_ids {
@@ -617,12 +617,22 @@ impl SpBpe {
             return self.merge_span_heap(text, base, sc);
         }
         let bytes = text.as_bytes();
+        let plain = self.user_defined.is_empty();
+        // Without user-defined pieces a symbol is one character of at most 4 bytes: a span
+        // longer than this has more than `SHORT` symbols, so skip reading them here.
+        if plain && bytes.len() > 4 * SHORT {
+            return self.merge_long(text, base, sc);
+        }
         let mut keys = [0u32; SHORT];
         let mut lens = [0u32; SHORT];
         let mut n = 0;
         let mut i = 0;
         while i < bytes.len() && n < SHORT {
-            let (key, len) = self.symbol_at(bytes, i);
+            let (key, len) = if plain {
+                self.chars.at(bytes, i)
+            } else {
+                self.symbol_at(bytes, i)
+            };
             keys[n] = key;
             lens[n] = len as u32;
             n += 1;
@@ -682,7 +692,7 @@ impl SpBpe {
                     let (key, _) = self.chars.at(c.encode_utf8(&mut buf).as_bytes(), 0);
                     (key != DEAD).then_some(key)
                 },
-                |a, b| self.pairs.get(a, b).map(|m| (rank(m), m)),
+                |a, b| self.pairs.get_ranked(a, b, &self.ranks),
                 self.pairs
                     .entries()
                     .into_iter()
@@ -701,16 +711,21 @@ impl SpBpe {
         };
         let bytes = text.as_bytes();
         sc.dead.clear();
+        let plain = self.user_defined.is_empty();
         let mut i = 0;
         let mut prev_space = false;
         while i < bytes.len() {
-            let (key, len) = self.symbol_at(bytes, i);
+            let (key, len) = if plain {
+                self.chars.at(bytes, i)
+            } else {
+                self.symbol_at(bytes, i)
+            };
             let len = len.max(1);
             if key == DEAD {
                 sc.dead.push((i, i + len));
                 prev_space = false;
             } else {
-                let space = bytes.get(i..i + 3) == Some(SPACE);
+                let space = is_space_at(bytes, i);
                 if space && prev_space {
                     return self.merge_space_run(text, base, sc);
                 }
@@ -808,10 +823,7 @@ impl SpBpe {
             word.push(key, len.max(1) as u32);
             i += len.max(1);
         }
-        let lookup = |a: u32, b: u32| {
-            let id = self.pairs.get(a, b)?;
-            Some((self.ranks.get(id as usize).copied().unwrap_or(u32::MAX), id))
-        };
+        let lookup = |a: u32, b: u32| self.pairs.get_ranked(a, b, &self.ranks);
         if self.has_unused {
             let rev = &mut sc.rev;
             let kinds = &self.kinds;
@@ -1390,6 +1402,29 @@ mod tests {
         assert!(built > 500, "{built}");
         assert!(built < 1400, "{built}");
         assert!(long > 10_000, "{long}");
+    }
+
+    /// Short spans (`merge_short`) against the whole-string heap path on random
+    /// vocabularies with score ties, chained merges and user-defined pieces.
+    #[test]
+    fn short_spans_match_the_heap_on_random_vocabularies() {
+        let mut next = crate::test_rng(0x7A11_5EED_0BAD_F00D);
+        let mut short = 0;
+        for round in 0..1500 {
+            let m = random_model(&mut next);
+            for _ in 0..12 {
+                let len = 1 + (next() % 40) as usize;
+                let t: String = (0..len)
+                    .map(|_| ['a', 'b', 'c', 'a', 'b', '\u{2581}', 'é', 'x'][(next() % 8) as usize])
+                    .collect();
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                m.0.segment(&t, &mut a).unwrap();
+                m.0.segment_whole(&t, &mut b).unwrap();
+                assert_eq!(a, b, "round {round}, text {t:?}, pieces {:?}", m.1);
+                short += usize::from(t.chars().count() <= SHORT);
+            }
+        }
+        assert!(short > 10_000, "{short}");
     }
 
     /// The word-at-a-time `▁` search against a byte-by-byte one.
