@@ -109,6 +109,8 @@ pub struct SpBpe {
     /// Every multi-character mergeable piece containing `▁▁` is all `▁` and ranks after
     /// every other one (Llama's whitespace runs; see `merge_space_run`).
     space_runs_last: bool,
+    /// Lookup key of `▁` (`DEAD` if no piece has it).
+    space_key: u32,
 }
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
@@ -294,6 +296,7 @@ impl SpBpe {
             virtual_chars: Vec::new(),
             backtrack: Lazy::default(),
             space_runs_last: false,
+            space_key: DEAD,
         };
         let mut char_ids: AHashMap<char, u32> = AHashMap::new();
         let mut virtual_out: Vec<u32> = Vec::new();
@@ -371,6 +374,7 @@ impl SpBpe {
         // Keys and merged ids are below n + virtual_out.len() (< DEAD, checked above).
         sb.pairs = PairTable::new(&pairs, n + virtual_out.len() as u32, &sb.ranks);
         sb.chars = CharKeys::new(&char_ids);
+        sb.space_key = sb.chars.at(SPACE, 0).0;
         sb.virtual_chars = vec!['\0'; virtual_out.len()];
         for (&c, &k) in &char_ids {
             if let Some(slot) = k
@@ -627,6 +631,9 @@ impl SpBpe {
         let mut lens = [0u32; SHORT];
         let mut n = 0;
         let mut i = 0;
+        // Whether some symbol is `DEAD`, or two `▁` follow each other, or is a character of
+        // more than one byte other than `▁`.
+        let (mut dead, mut spaces, mut wide, mut prev) = (false, false, false, DEAD);
         while i < bytes.len() && n < SHORT {
             let (key, len) = if plain {
                 self.chars.at(bytes, i)
@@ -635,11 +642,34 @@ impl SpBpe {
             };
             keys[n] = key;
             lens[n] = len as u32;
+            dead |= key == DEAD;
+            spaces |= key == self.space_key && prev == key;
+            wide |= len > 1 && key != self.space_key;
+            prev = key;
             n += 1;
             i += len;
         }
         if i < bytes.len() {
             return self.merge_long(text, base, sc);
+        }
+        // A stretch of live symbols without `▁▁`: the backtracking encoder gives the same run
+        // (see `backtracker`), for fewer instructions than the merge loop on ASCII words (on
+        // words of multi-byte characters the merge loop is the cheaper one).
+        if plain && !dead && !spaces && !wide {
+            if let Some(bt) = self.backtracker() {
+                let start = sc.out_ids.len();
+                let mut pos = base;
+                let out = &mut sc.out_ids;
+                let ok = bt.encode(bytes, &mut sc.word.bt, |key, len| {
+                    let end = pos + len as usize;
+                    out.push((self.output_id(key, ""), pos, end));
+                    pos = end;
+                });
+                if ok {
+                    return;
+                }
+                sc.out_ids.truncate(start);
+            }
         }
         let m = merge_short(&mut keys, &mut lens, n, &self.pairs, &self.ranks);
         let mut pos = 0usize;
