@@ -109,6 +109,8 @@ pub struct SpBpe {
     /// Every multi-character mergeable piece containing `▁▁` is all `▁` and ranks after
     /// every other one (Llama's whitespace runs; see `merge_space_run`).
     space_runs_last: bool,
+    /// Lookup key of `▁` (`DEAD` if no piece has it).
+    space_key: u32,
 }
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
@@ -286,7 +288,7 @@ impl SpBpe {
             chars: CharKeys::new(&AHashMap::new()),
             key_out: Vec::new(),
             dead_is_unk: false,
-            pairs: PairTable::new(&[], 0),
+            pairs: PairTable::new(&[], 0, &[]),
             ranks: pieces.iter().map(|p| rank_of(p.score)).collect(),
             has_unused: false,
             cut: Cut::Never,
@@ -294,6 +296,7 @@ impl SpBpe {
             virtual_chars: Vec::new(),
             backtrack: Lazy::default(),
             space_runs_last: false,
+            space_key: DEAD,
         };
         let mut char_ids: AHashMap<char, u32> = AHashMap::new();
         let mut virtual_out: Vec<u32> = Vec::new();
@@ -369,8 +372,9 @@ impl SpBpe {
             Cut::Never
         };
         // Keys and merged ids are below n + virtual_out.len() (< DEAD, checked above).
-        sb.pairs = PairTable::new(&pairs, n + virtual_out.len() as u32);
+        sb.pairs = PairTable::new(&pairs, n + virtual_out.len() as u32, &sb.ranks);
         sb.chars = CharKeys::new(&char_ids);
+        sb.space_key = sb.chars.at(SPACE, 0).0;
         sb.virtual_chars = vec!['\0'; virtual_out.len()];
         for (&c, &k) in &char_ids {
             if let Some(slot) = k
@@ -617,19 +621,55 @@ impl SpBpe {
             return self.merge_span_heap(text, base, sc);
         }
         let bytes = text.as_bytes();
+        let plain = self.user_defined.is_empty();
+        // Without user-defined pieces a symbol is one character of at most 4 bytes: a span
+        // longer than this has more than `SHORT` symbols, so skip reading them here.
+        if plain && bytes.len() > 4 * SHORT {
+            return self.merge_long(text, base, sc);
+        }
         let mut keys = [0u32; SHORT];
         let mut lens = [0u32; SHORT];
         let mut n = 0;
         let mut i = 0;
+        // Whether some symbol is `DEAD`, or two `▁` follow each other, or is a character of
+        // more than one byte other than `▁`.
+        let (mut dead, mut spaces, mut wide, mut prev) = (false, false, false, DEAD);
         while i < bytes.len() && n < SHORT {
-            let (key, len) = self.symbol_at(bytes, i);
+            let (key, len) = if plain {
+                self.chars.at(bytes, i)
+            } else {
+                self.symbol_at(bytes, i)
+            };
             keys[n] = key;
             lens[n] = len as u32;
+            dead |= key == DEAD;
+            spaces |= key == self.space_key && prev == key;
+            wide |= len > 1 && key != self.space_key;
+            prev = key;
             n += 1;
             i += len;
         }
         if i < bytes.len() {
             return self.merge_long(text, base, sc);
+        }
+        // A stretch of live symbols without `▁▁`: the backtracking encoder gives the same run
+        // (see `backtracker`), for fewer instructions than the merge loop on ASCII words (on
+        // words of multi-byte characters the merge loop is the cheaper one).
+        if plain && !dead && !spaces && !wide {
+            if let Some(bt) = self.backtracker() {
+                let start = sc.out_ids.len();
+                let mut pos = base;
+                let out = &mut sc.out_ids;
+                let ok = bt.encode(bytes, &mut sc.word.bt, |key, len| {
+                    let end = pos + len as usize;
+                    out.push((self.output_id(key, ""), pos, end));
+                    pos = end;
+                });
+                if ok {
+                    return;
+                }
+                sc.out_ids.truncate(start);
+            }
         }
         let m = merge_short(&mut keys, &mut lens, n, &self.pairs, &self.ranks);
         let mut pos = 0usize;
@@ -682,7 +722,7 @@ impl SpBpe {
                     let (key, _) = self.chars.at(c.encode_utf8(&mut buf).as_bytes(), 0);
                     (key != DEAD).then_some(key)
                 },
-                |a, b| self.pairs.get(a, b).map(|m| (rank(m), m)),
+                |a, b| self.pairs.get_ranked(a, b, &self.ranks),
                 self.pairs
                     .entries()
                     .into_iter()
@@ -701,16 +741,21 @@ impl SpBpe {
         };
         let bytes = text.as_bytes();
         sc.dead.clear();
+        let plain = self.user_defined.is_empty();
         let mut i = 0;
         let mut prev_space = false;
         while i < bytes.len() {
-            let (key, len) = self.symbol_at(bytes, i);
+            let (key, len) = if plain {
+                self.chars.at(bytes, i)
+            } else {
+                self.symbol_at(bytes, i)
+            };
             let len = len.max(1);
             if key == DEAD {
                 sc.dead.push((i, i + len));
                 prev_space = false;
             } else {
-                let space = bytes.get(i..i + 3) == Some(SPACE);
+                let space = is_space_at(bytes, i);
                 if space && prev_space {
                     return self.merge_space_run(text, base, sc);
                 }
@@ -808,10 +853,7 @@ impl SpBpe {
             word.push(key, len.max(1) as u32);
             i += len.max(1);
         }
-        let lookup = |a: u32, b: u32| {
-            let id = self.pairs.get(a, b)?;
-            Some((self.ranks.get(id as usize).copied().unwrap_or(u32::MAX), id))
-        };
+        let lookup = |a: u32, b: u32| self.pairs.get_ranked(a, b, &self.ranks);
         if self.has_unused {
             let rev = &mut sc.rev;
             let kinds = &self.kinds;
@@ -1390,6 +1432,29 @@ mod tests {
         assert!(built > 500, "{built}");
         assert!(built < 1400, "{built}");
         assert!(long > 10_000, "{long}");
+    }
+
+    /// Short spans (`merge_short`) against the whole-string heap path on random
+    /// vocabularies with score ties, chained merges and user-defined pieces.
+    #[test]
+    fn short_spans_match_the_heap_on_random_vocabularies() {
+        let mut next = crate::test_rng(0x7A11_5EED_0BAD_F00D);
+        let mut short = 0;
+        for round in 0..1500 {
+            let m = random_model(&mut next);
+            for _ in 0..12 {
+                let len = 1 + (next() % 40) as usize;
+                let t: String = (0..len)
+                    .map(|_| ['a', 'b', 'c', 'a', 'b', '\u{2581}', 'é', 'x'][(next() % 8) as usize])
+                    .collect();
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                m.0.segment(&t, &mut a).unwrap();
+                m.0.segment_whole(&t, &mut b).unwrap();
+                assert_eq!(a, b, "round {round}, text {t:?}, pieces {:?}", m.1);
+                short += usize::from(t.chars().count() <= SHORT);
+            }
+        }
+        assert!(short > 10_000, "{short}");
     }
 
     /// The word-at-a-time `▁` search against a byte-by-byte one.

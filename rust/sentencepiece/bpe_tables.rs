@@ -57,7 +57,7 @@ impl CharKeys {
 
     /// The key and byte length of the character starting at `i` (a char boundary of a
     /// `str`); `(DEAD, 1)` past the end, which callers never ask for.
-    #[inline]
+    #[inline(always)]
     pub(super) fn at(&self, bytes: &[u8], i: usize) -> (u32, usize) {
         let Some(&b0) = bytes.get(i) else {
             return (DEAD, 1);
@@ -89,13 +89,18 @@ impl CharKeys {
 
 // ---- (left, right) → merged piece ----
 
-/// Pair table: (left key, right key) → merged piece id. Packed: each slot is one `u64`
-/// `left << 2b | right << b | merged` when every key fits in `b <= 21` bits (so the top bit
-/// is always clear and `u64::MAX` marks an empty slot); larger vocabularies use a hash map.
+/// Pair table: (left key, right key) → merged piece id, and that piece's score rank. Packed:
+/// each slot is one `u64` `left << (2b + q) | right << (b + q) | rank << b | merged` when
+/// every key fits in `b <= 21` bits and every rank in `q` bits with `3b + q <= 64` (else
+/// `q = 0`: no rank in the slot, and the top bit is always clear); `u64::MAX` marks an empty
+/// slot (no entry packs to it: checked when building). The rank in the slot spares the
+/// merge loops a dependent load per candidate. Larger vocabularies use a hash map.
 pub(super) enum PairTable {
     Packed {
         slots: Box<[u64]>,
         bits: u32,
+        /// `q` above: bits of the rank field, 0 when ranks are not stored.
+        rbits: u32,
         shift: u32,
         /// Bits `2k` and `2k + 1`: whether key `k` is the left / right part of any entry.
         /// Small enough to stay cached, they turn lookups that must fail (a character no
@@ -109,8 +114,9 @@ const EMPTY: u64 = u64::MAX;
 const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 
 impl PairTable {
-    /// `max_key`: an upper bound (exclusive) of every key and merged id.
-    pub(super) fn new(entries: &[(u32, u32, u32)], max_key: u32) -> PairTable {
+    /// `max_key`: an upper bound (exclusive) of every key and merged id; `ranks`: the rank
+    /// of each merged id (ids it does not cover get no rank in the slots).
+    pub(super) fn new(entries: &[(u32, u32, u32)], max_key: u32, ranks: &[u32]) -> PairTable {
         let bits = 32 - max_key.leading_zeros();
         if bits == 0 || bits > 21 {
             return PairTable::Wide(
@@ -120,6 +126,28 @@ impl PairTable {
                     .collect(),
             );
         }
+        let entry_ranks: Option<Vec<u32>> = entries
+            .iter()
+            .map(|&(_, _, id)| ranks.get(id as usize).copied())
+            .collect();
+        let rbits = match &entry_ranks {
+            Some(rs) => {
+                let q = 32 - rs.iter().copied().max().unwrap_or(0).leading_zeros();
+                // At least one bit, so that `rbits > 0` means "ranks stored".
+                let q = q.max(1);
+                let fits = 3 * bits + q <= 64
+                    && entries
+                        .iter()
+                        .zip(rs)
+                        .all(|(&(l, r, id), &rank)| pack(l, r, rank, id, bits, q) != EMPTY);
+                if fits {
+                    q
+                } else {
+                    0
+                }
+            }
+            None => 0,
+        };
         // Load factor at most 3/4 (linear probing, 8 slots per cache line).
         let mut cap = 16usize;
         while cap * 3 < entries.len() * 4 {
@@ -139,13 +167,17 @@ impl PairTable {
             mark(l, 0);
             mark(r, 1);
         }
-        for &(l, r, id) in entries {
+        for (k, &(l, r, id)) in entries.iter().enumerate() {
+            let rank = match (&entry_ranks, rbits) {
+                (Some(rs), 1..) => rs.get(k).copied().unwrap_or(0),
+                _ => 0,
+            };
             let key = (u64::from(l) << bits) | u64::from(r);
             let mut i = (key.wrapping_mul(MIX) >> shift) as usize;
             // The last entry for a pair wins, as a map insert would.
             while let Some(s) = slots.get_mut(i) {
-                if *s == EMPTY || *s >> bits == key {
-                    *s = (key << bits) | u64::from(id);
+                if *s == EMPTY || *s >> (bits + rbits) == key {
+                    *s = pack(l, r, rank, id, bits, rbits);
                     break;
                 }
                 i = (i + 1) & mask;
@@ -154,6 +186,7 @@ impl PairTable {
         PairTable::Packed {
             slots,
             bits,
+            rbits,
             shift,
             sides,
         }
@@ -162,15 +195,18 @@ impl PairTable {
     /// Every entry as (left key, right key, merged id), in no particular order.
     pub(super) fn entries(&self) -> Vec<(u32, u32, u32)> {
         match self {
-            PairTable::Packed { slots, bits, .. } => {
+            PairTable::Packed {
+                slots, bits, rbits, ..
+            } => {
                 let mask = (1u64 << bits) - 1;
                 slots
                     .iter()
                     .filter(|&&s| s != EMPTY)
                     .map(|&s| {
                         let id = (s & mask) as u32;
-                        let r = ((s >> bits) & mask) as u32;
-                        let l = (s >> (2 * bits)) as u32;
+                        let key = s >> (bits + rbits);
+                        let r = (key & mask) as u32;
+                        let l = (key >> bits) as u32;
                         (l, r, id)
                     })
                     .collect()
@@ -182,47 +218,92 @@ impl PairTable {
         }
     }
 
-    /// The merged piece of `(l, r)`, if the pair is a merge candidate.
-    #[inline(always)]
+    /// The merged piece of `(l, r)`, if the pair is a merge candidate (the tests' view:
+    /// the segmenter asks `get_ranked`).
+    #[cfg(test)]
     pub(super) fn get(&self, l: u32, r: u32) -> Option<u32> {
         match self {
-            PairTable::Packed {
-                slots,
-                bits,
-                shift,
-                sides,
-            } => {
-                let bits = *bits;
-                // Keys are below 2^bits; anything else (DEAD) is in no entry.
-                if (l | r) >> bits != 0 {
-                    return None;
-                }
-                let side = |k: u32, s: usize| {
-                    let bit = k as usize * 2 + s;
-                    sides
-                        .get(bit / 64)
-                        .is_some_and(|w| (w >> (bit % 64)) & 1 == 1)
-                };
-                if !side(l, 0) || !side(r, 1) {
-                    return None;
-                }
-                let key = (u64::from(l) << bits) | u64::from(r);
-                let mask = slots.len() - 1;
-                let mut i = (key.wrapping_mul(MIX) >> shift) as usize;
-                loop {
-                    let s = *slots.get(i)?;
-                    if s == EMPTY {
-                        return None;
-                    }
-                    if s >> bits == key {
-                        return Some((s & ((1u64 << bits) - 1)) as u32);
-                    }
-                    i = (i + 1) & mask;
-                }
+            PairTable::Packed { bits, .. } => {
+                let s = self.slot(l, r)?;
+                Some((s & ((1u64 << *bits) - 1)) as u32)
             }
             PairTable::Wide(m) => m.get(&((u64::from(l) << 32) | u64::from(r))).copied(),
         }
     }
+
+    /// The (rank, merged piece) of `(l, r)`, if the pair is a merge candidate: the rank from
+    /// the slot when the table stores ranks, else `ranks[merged]` (which must then exist).
+    #[inline(always)]
+    pub(super) fn get_ranked(&self, l: u32, r: u32, ranks: &[u32]) -> Option<(u32, u32)> {
+        match self {
+            PairTable::Packed { bits, rbits, .. } => {
+                let s = self.slot(l, r)?;
+                let id = (s & ((1u64 << *bits) - 1)) as u32;
+                if *rbits > 0 {
+                    let rank = ((s >> *bits) & ((1u64 << *rbits) - 1)) as u32;
+                    Some((rank, id))
+                } else {
+                    Some((*ranks.get(id as usize)?, id))
+                }
+            }
+            PairTable::Wide(m) => {
+                let id = *m.get(&((u64::from(l) << 32) | u64::from(r)))?;
+                Some((*ranks.get(id as usize)?, id))
+            }
+        }
+    }
+
+    /// The packed slot of `(l, r)` (a `Packed` table's only).
+    #[inline(always)]
+    fn slot(&self, l: u32, r: u32) -> Option<u64> {
+        let PairTable::Packed {
+            slots,
+            bits,
+            rbits,
+            shift,
+            sides,
+        } = self
+        else {
+            return None;
+        };
+        let bits = *bits;
+        // Keys are below 2^bits; anything else (DEAD) is in no entry.
+        if (l | r) >> bits != 0 {
+            return None;
+        }
+        let side = |k: u32, s: usize| {
+            let bit = k as usize * 2 + s;
+            sides
+                .get(bit / 64)
+                .is_some_and(|w| (w >> (bit % 64)) & 1 == 1)
+        };
+        if !side(l, 0) || !side(r, 1) {
+            return None;
+        }
+        let key = (u64::from(l) << bits) | u64::from(r);
+        let kshift = bits + *rbits;
+        let mask = slots.len() - 1;
+        let mut i = (key.wrapping_mul(MIX) >> shift) as usize;
+        loop {
+            let s = *slots.get(i)?;
+            if s == EMPTY {
+                return None;
+            }
+            // kshift < 64: bits >= 1 and 3 * bits + rbits <= 64.
+            if s >> kshift == key {
+                return Some(s);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+}
+
+/// One packed slot (see `PairTable`); `rank` must fit in `rbits` bits (0: not stored).
+#[inline]
+fn pack(l: u32, r: u32, rank: u32, id: u32, bits: u32, rbits: u32) -> u64 {
+    let key = (u64::from(l) << bits) | u64::from(r);
+    let rank = if rbits == 0 { 0 } else { u64::from(rank) };
+    (key << (bits + rbits)) | (rank << bits) | u64::from(id)
 }
 
 // ---- merging a short span ----
@@ -251,12 +332,8 @@ pub(super) fn merge_short(
     // cand[i]: (rank, merged id) of symbols i and i + 1.
     let mut rank = [NO_RANK; SHORT];
     let mut merged = [0u32; SHORT];
-    let lookup = |l: u32, r: u32| -> (u32, u32) {
-        match pairs.get(l, r) {
-            Some(id) => (ranks.get(id as usize).copied().unwrap_or(NO_RANK), id),
-            None => (NO_RANK, 0),
-        }
-    };
+    let lookup =
+        |l: u32, r: u32| -> (u32, u32) { pairs.get_ranked(l, r, ranks).unwrap_or((NO_RANK, 0)) };
     for i in 0..n.saturating_sub(1) {
         (rank[i], merged[i]) = lookup(keys[i], keys[i + 1]);
     }
@@ -627,25 +704,43 @@ mod tests {
                 entries.push((l, r, id));
                 want.insert((l, r), id);
             }
-            let t = PairTable::new(&entries, max_key);
-            assert_eq!(matches!(t, PairTable::Packed { .. }), max_key <= 1 << 20);
-            for (&(l, r), &id) in &want {
-                assert_eq!(t.get(l, r), Some(id));
+            // Without ranks, with ranks that fit beside the keys, and with ranks too wide
+            // for them (then looked up in `ranks`).
+            let narrow: Vec<u32> = (0..max_key).map(|i| i % 1000).collect();
+            let wide: Vec<u32> = (0..max_key).map(|i| u32::MAX - i).collect();
+            for ranks in [&[][..], &narrow, &wide] {
+                let t = PairTable::new(&entries, max_key, ranks);
+                assert_eq!(matches!(t, PairTable::Packed { .. }), max_key <= 1 << 20);
+                if let PairTable::Packed { rbits, .. } = t {
+                    let bits = 32 - max_key.leading_zeros();
+                    let top = entries.iter().filter_map(|e| ranks.get(e.2 as usize)).max();
+                    let q = top.map_or(0, |&m| (32 - m.leading_zeros()).max(1));
+                    let stored = !ranks.is_empty() && 3 * bits + q <= 64;
+                    assert_eq!(rbits > 0, stored, "{max_key}");
+                }
+                let ranked = |id: u32| ranks.get(id as usize).map(|&rank| (rank, id));
+                for (&(l, r), &id) in &want {
+                    assert_eq!(t.get(l, r), Some(id));
+                    assert_eq!(t.get_ranked(l, r, ranks), ranked(id));
+                }
+                for _ in 0..3000 {
+                    let (l, r) = (
+                        (next() % max_key as u64) as u32,
+                        (next() % max_key as u64) as u32,
+                    );
+                    let id = want.get(&(l, r)).copied();
+                    assert_eq!(t.get(l, r), id);
+                    assert_eq!(t.get_ranked(l, r, ranks), id.and_then(ranked));
+                }
+                let mut listed: Vec<_> = t.entries();
+                listed.sort_unstable();
+                let mut expect: Vec<_> = want.iter().map(|(&(l, r), &id)| (l, r, id)).collect();
+                expect.sort_unstable();
+                assert_eq!(listed, expect);
+                assert_eq!(t.get(DEAD, 0), None);
+                assert_eq!(t.get(0, DEAD), None);
+                assert_eq!(t.get_ranked(DEAD, 0, ranks), None);
             }
-            for _ in 0..3000 {
-                let (l, r) = (
-                    (next() % max_key as u64) as u32,
-                    (next() % max_key as u64) as u32,
-                );
-                assert_eq!(t.get(l, r), want.get(&(l, r)).copied());
-            }
-            let mut listed: Vec<_> = t.entries();
-            listed.sort_unstable();
-            let mut expect: Vec<_> = want.iter().map(|(&(l, r), &id)| (l, r, id)).collect();
-            expect.sort_unstable();
-            assert_eq!(listed, expect);
-            assert_eq!(t.get(DEAD, 0), None);
-            assert_eq!(t.get(0, DEAD), None);
         }
     }
 
