@@ -404,6 +404,30 @@ fn with_scratch(f: impl FnOnce(&mut Word, &mut String) -> Result<()>) -> Result<
     }
 }
 
+/// Appends the byte-level string of `raw` to `buf`: printable ASCII bytes are their own
+/// characters, so runs of them (most of a long word) are copied whole, the other bytes go
+/// through the table one by one.
+fn push_byte_level(raw: &[u8], buf: &mut String) {
+    buf.reserve(raw.len() * 2);
+    let mut rest = raw;
+    while !rest.is_empty() {
+        let run = rest
+            .iter()
+            .position(|&b| !b.is_ascii_graphic())
+            .unwrap_or(rest.len());
+        let (ascii, tail) = rest.split_at(run);
+        // ASCII is valid UTF-8: the conversion cannot fail.
+        buf.push_str(std::str::from_utf8(ascii).unwrap_or_default());
+        rest = match tail.split_first() {
+            Some((&b, tail)) => {
+                buf.push(crate::byte_level::byte_to_char(b));
+                tail
+            }
+            None => tail,
+        };
+    }
+}
+
 #[inline]
 fn pair_key(a: u32, b: u32) -> u64 {
     (u64::from(a) << 32) | u64::from(b)
@@ -794,6 +818,21 @@ impl Bpe {
         ok
     }
 
+    /// `backtrack_word` straight into ids, appended to `out` (untouched when false: the
+    /// encoder emits only once it has the whole cover); `word` only lends its scratch state.
+    fn backtrack_ids(&self, text: &[u8], word: &mut Word, out: &mut Vec<u32>) -> bool {
+        if text.len() < BACKTRACK_MIN {
+            return false;
+        }
+        let Some(bt) = self.backtracker() else {
+            return false;
+        };
+        let mut st = std::mem::take(&mut word.bt);
+        let ok = bt.encode(text, &mut st, |id, _| out.push(id));
+        word.bt = st;
+        ok
+    }
+
     /// The initial symbols of `w` (one per character, decorated), then the merges.
     /// A character with no token: it joins the pending unknown run `unk` (fused) or flushes
     /// it and starts its own; without an unk token it is dropped (the run stays as it is).
@@ -990,7 +1029,12 @@ impl Bpe {
         if check_vocab || raw.len() >= BACKTRACK_MIN {
             // The byte-level string: its characters are the symbols merged here.
             buf.clear();
-            buf.extend(raw.iter().map(|&b| crate::byte_level::byte_to_char(b)));
+            if raw.len() >= BACKTRACK_MIN {
+                push_byte_level(raw, buf);
+            } else {
+                // Short words: the plain loop has less set-up.
+                buf.extend(raw.iter().map(|&b| crate::byte_level::byte_to_char(b)));
+            }
         }
         if check_vocab {
             // A word that is a token is that token, merges or not (as `tokenize`).
@@ -1000,8 +1044,7 @@ impl Bpe {
             }
         }
         if raw.len() >= BACKTRACK_MIN {
-            if self.backtrack_word(buf.as_bytes(), word) {
-                out.extend(word.iter().map(|(id, _, _)| id));
+            if self.backtrack_ids(buf.as_bytes(), word, out) {
                 return Ok(());
             }
             word.clear();
@@ -1902,6 +1945,28 @@ mod tests {
                 bpe.merge_array(&word, sym, &mut got);
                 assert_eq!(got, want, "{:?}", String::from_utf8_lossy(&word));
             }
+        }
+    }
+
+    /// The run-copying byte-level conversion gives the character-by-character string, on
+    /// random bytes with ASCII runs of every length, and appends to what `buf` holds.
+    #[test]
+    fn push_byte_level_matches_the_table() {
+        let mut next = crate::test_rng(0x5EED_B17E_1E7E_0001);
+        for round in 0..2000 {
+            let len = (next() % 300) as usize;
+            let raw: Vec<u8> = (0..len)
+                .map(|_| match (next() % 4, round % 3) {
+                    (0, _) | (_, 0) => next() as u8,
+                    _ => b'!' + (next() % 94) as u8,
+                })
+                .collect();
+            let mut buf = String::from("x");
+            push_byte_level(&raw, &mut buf);
+            let want: String = std::iter::once('x')
+                .chain(raw.iter().map(|&b| crate::byte_level::byte_to_char(b)))
+                .collect();
+            assert_eq!(buf, want);
         }
     }
 
