@@ -2089,6 +2089,61 @@ mod tests {
         }
     }
 
+    /// Long words (past `BACKTRACK_MIN`: ASCII runs copied whole, the backtracker's ids
+    /// straight to the output) through the byte-level ids path against the plain heap merge,
+    /// on the real gpt2 and cl100k models: random letters, digits, mixed case, ASCII with
+    /// high bytes and spaces mixed in, and one repeated byte; appended to ids already there.
+    #[test]
+    fn byte_level_long_words_match_plain_merge_on_real_models() {
+        let dir = crate::test_data_dir();
+        let mut models = Vec::new();
+        if let Ok(text) = std::fs::read_to_string(format!("{dir}/gpt2/tokenizer.json")) {
+            let v: Value = serde_json::from_str(&text).unwrap();
+            models.push(("gpt2", Bpe::from_json(&v["model"]).unwrap()));
+        }
+        if let Ok(bytes) = std::fs::read(format!("{dir}/cl100k-tiktoken/cl100k_base.tiktoken")) {
+            models.push((
+                "cl100k",
+                crate::formats::tiktoken::pipeline(&bytes, "x", &[])
+                    .unwrap()
+                    .1,
+            ));
+        }
+        if models.is_empty() {
+            eprintln!("skipped: gpt2 and cl100k not found");
+        }
+        let mut next = crate::test_rng(0x10E6_B17E_1E7E_0003);
+        for (name, m) in &models {
+            let syms = m.byte_level_syms.as_deref().unwrap();
+            for i in 0..60 {
+                let n = BACKTRACK_MIN + (next() % 3000) as usize;
+                let alphabet: &[u8] = match i % 5 {
+                    0 => b"abcdefghijklmnopqrstuvwxyz",
+                    1 => b"0123456789",
+                    2 => b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                    3 => b"abc xyz!~\n\x00\x7f\x80\xc3\xa9\xe4\xb8\xad\xff",
+                    _ => b"a",
+                };
+                let raw: Vec<u8> = (0..n)
+                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                    .collect();
+                let mut heap = Word::default();
+                for &b in &raw {
+                    heap.push(syms[b as usize], 1);
+                }
+                let map = |a, b| m.merges.get(&pair_key(a, b)).copied();
+                heap.merge_all(map, None::<fn() -> bool>, |_, _, _| {});
+                let want: Vec<u32> = [7]
+                    .into_iter()
+                    .chain(heap.iter().map(|(id, _, _)| id))
+                    .collect();
+                let mut got = vec![7];
+                m.byte_level_ids(&raw, &mut got).unwrap();
+                assert_eq!(got, want, "{name} word {i}");
+            }
+        }
+    }
+
     #[test]
     fn cache_gives_same_result() {
         let m = model(&["a", "aa"], json!(["a a"]), json!({}));
