@@ -406,25 +406,24 @@ fn with_scratch(f: impl FnOnce(&mut Word, &mut String) -> Result<()>) -> Result<
 
 /// Appends the byte-level string of `raw` to `buf`: printable ASCII bytes are their own
 /// characters, so runs of them (most of a long word) are copied whole, the other bytes go
-/// through the table one by one.
+/// through the table one by one (a word of spaces or newlines costs as the plain loop).
 fn push_byte_level(raw: &[u8], buf: &mut String) {
     buf.reserve(raw.len() * 2);
     let mut rest = raw;
-    while !rest.is_empty() {
-        let run = rest
-            .iter()
-            .position(|&b| !b.is_ascii_graphic())
-            .unwrap_or(rest.len());
-        let (ascii, tail) = rest.split_at(run);
-        // ASCII is valid UTF-8: the conversion cannot fail.
-        buf.push_str(std::str::from_utf8(ascii).unwrap_or_default());
-        rest = match tail.split_first() {
-            Some((&b, tail)) => {
-                buf.push(crate::byte_level::byte_to_char(b));
-                tail
-            }
-            None => tail,
-        };
+    while let Some((&b, tail)) = rest.split_first() {
+        if b.is_ascii_graphic() {
+            let run = rest
+                .iter()
+                .position(|&b| !b.is_ascii_graphic())
+                .unwrap_or(rest.len());
+            let (ascii, tail) = rest.split_at(run);
+            // ASCII is valid UTF-8: the conversion cannot fail.
+            buf.push_str(std::str::from_utf8(ascii).unwrap_or_default());
+            rest = tail;
+        } else {
+            buf.push(crate::byte_level::byte_to_char(b));
+            rest = tail;
+        }
     }
 }
 
