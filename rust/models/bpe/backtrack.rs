@@ -642,6 +642,13 @@ impl Backtrack {
         // the lowest zero byte of `x` flags the match (a borrow only ever carries upwards
         // from a zero byte, so the lowest flag is exact), bytes past `count` masked off.
         let f = node.first as usize;
+        if node.count == 1 {
+            // A chain (most nodes of long tokens): one compare beats the word search.
+            return match self.label.get(f) {
+                Some(&l) if l == b => node.first,
+                _ => NONE,
+            };
+        }
         let Some(&w) = self
             .label
             .get(f..f + 8)
