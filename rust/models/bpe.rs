@@ -404,6 +404,29 @@ fn with_scratch(f: impl FnOnce(&mut Word, &mut String) -> Result<()>) -> Result<
     }
 }
 
+/// Appends the byte-level string of `raw` to `buf`: printable ASCII bytes are their own
+/// characters, so runs of them (most of a long word) are copied whole, the other bytes go
+/// through the table one by one (a word of spaces or newlines costs as the plain loop).
+fn push_byte_level(raw: &[u8], buf: &mut String) {
+    buf.reserve(raw.len() * 2);
+    let mut rest = raw;
+    while let Some((&b, tail)) = rest.split_first() {
+        if b.is_ascii_graphic() {
+            let run = rest
+                .iter()
+                .position(|&b| !b.is_ascii_graphic())
+                .unwrap_or(rest.len());
+            let (ascii, tail) = rest.split_at(run);
+            // ASCII is valid UTF-8: the conversion cannot fail.
+            buf.push_str(std::str::from_utf8(ascii).unwrap_or_default());
+            rest = tail;
+        } else {
+            buf.push(crate::byte_level::byte_to_char(b));
+            rest = tail;
+        }
+    }
+}
+
 #[inline]
 fn pair_key(a: u32, b: u32) -> u64 {
     (u64::from(a) << 32) | u64::from(b)
@@ -794,6 +817,21 @@ impl Bpe {
         ok
     }
 
+    /// `backtrack_word` straight into ids, appended to `out` (untouched when false: the
+    /// encoder emits only once it has the whole cover); `word` only lends its scratch state.
+    fn backtrack_ids(&self, text: &[u8], word: &mut Word, out: &mut Vec<u32>) -> bool {
+        if text.len() < BACKTRACK_MIN {
+            return false;
+        }
+        let Some(bt) = self.backtracker() else {
+            return false;
+        };
+        let mut st = std::mem::take(&mut word.bt);
+        let ok = bt.encode(text, &mut st, |id, _| out.push(id));
+        word.bt = st;
+        ok
+    }
+
     /// The initial symbols of `w` (one per character, decorated), then the merges.
     /// A character with no token: it joins the pending unknown run `unk` (fused) or flushes
     /// it and starts its own; without an unk token it is dropped (the run stays as it is).
@@ -990,7 +1028,12 @@ impl Bpe {
         if check_vocab || raw.len() >= BACKTRACK_MIN {
             // The byte-level string: its characters are the symbols merged here.
             buf.clear();
-            buf.extend(raw.iter().map(|&b| crate::byte_level::byte_to_char(b)));
+            if raw.len() >= BACKTRACK_MIN {
+                push_byte_level(raw, buf);
+            } else {
+                // Short words: the plain loop has less set-up.
+                buf.extend(raw.iter().map(|&b| crate::byte_level::byte_to_char(b)));
+            }
         }
         if check_vocab {
             // A word that is a token is that token, merges or not (as `tokenize`).
@@ -1000,8 +1043,7 @@ impl Bpe {
             }
         }
         if raw.len() >= BACKTRACK_MIN {
-            if self.backtrack_word(buf.as_bytes(), word) {
-                out.extend(word.iter().map(|(id, _, _)| id));
+            if self.backtrack_ids(buf.as_bytes(), word, out) {
                 return Ok(());
             }
             word.clear();
@@ -1905,6 +1947,28 @@ mod tests {
         }
     }
 
+    /// The run-copying byte-level conversion gives the character-by-character string, on
+    /// random bytes with ASCII runs of every length, and appends to what `buf` holds.
+    #[test]
+    fn push_byte_level_matches_the_table() {
+        let mut next = crate::test_rng(0x5EED_B17E_1E7E_0001);
+        for round in 0..2000 {
+            let len = (next() % 300) as usize;
+            let raw: Vec<u8> = (0..len)
+                .map(|_| match (next() % 4, round % 3) {
+                    (0, _) | (_, 0) => next() as u8,
+                    _ => b'!' + (next() % 94) as u8,
+                })
+                .collect();
+            let mut buf = String::from("x");
+            push_byte_level(&raw, &mut buf);
+            let want: String = std::iter::once('x')
+                .chain(raw.iter().map(|&b| crate::byte_level::byte_to_char(b)))
+                .collect();
+            assert_eq!(buf, want);
+        }
+    }
+
     /// Both forms of the pair table answer every lookup as the map: present pairs, absent
     /// pairs, ids at and past the 16-bit form's limit.
     #[test]
@@ -2021,6 +2085,61 @@ mod tests {
                 singles.is_none() || singles_hit > 1000,
                 "{name}: {singles_hit}"
             );
+        }
+    }
+
+    /// Long words (past `BACKTRACK_MIN`: ASCII runs copied whole, the backtracker's ids
+    /// straight to the output) through the byte-level ids path against the plain heap merge,
+    /// on the real gpt2 and cl100k models: random letters, digits, mixed case, ASCII with
+    /// high bytes and spaces mixed in, and one repeated byte; appended to ids already there.
+    #[test]
+    fn byte_level_long_words_match_plain_merge_on_real_models() {
+        let dir = crate::test_data_dir();
+        let mut models = Vec::new();
+        if let Ok(text) = std::fs::read_to_string(format!("{dir}/gpt2/tokenizer.json")) {
+            let v: Value = serde_json::from_str(&text).unwrap();
+            models.push(("gpt2", Bpe::from_json(&v["model"]).unwrap()));
+        }
+        if let Ok(bytes) = std::fs::read(format!("{dir}/cl100k-tiktoken/cl100k_base.tiktoken")) {
+            models.push((
+                "cl100k",
+                crate::formats::tiktoken::pipeline(&bytes, "x", &[])
+                    .unwrap()
+                    .1,
+            ));
+        }
+        if models.is_empty() {
+            eprintln!("skipped: gpt2 and cl100k not found");
+        }
+        let mut next = crate::test_rng(0x10E6_B17E_1E7E_0003);
+        for (name, m) in &models {
+            let syms = m.byte_level_syms.as_deref().unwrap();
+            for i in 0..60 {
+                let n = BACKTRACK_MIN + (next() % 3000) as usize;
+                let alphabet: &[u8] = match i % 5 {
+                    0 => b"abcdefghijklmnopqrstuvwxyz",
+                    1 => b"0123456789",
+                    2 => b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                    3 => b"abc xyz!~\n\x00\x7f\x80\xc3\xa9\xe4\xb8\xad\xff",
+                    _ => b"a",
+                };
+                let raw: Vec<u8> = (0..n)
+                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                    .collect();
+                let mut heap = Word::default();
+                for &b in &raw {
+                    heap.push(syms[b as usize], 1);
+                }
+                let map = |a, b| m.merges.get(&pair_key(a, b)).copied();
+                heap.merge_all(map, None::<fn() -> bool>, |_, _, _| {});
+                let want: Vec<u32> = [7]
+                    .into_iter()
+                    .chain(heap.iter().map(|(id, _, _)| id))
+                    .collect();
+                let mut got = vec![7];
+                m.byte_level_ids(&raw, &mut got).unwrap();
+                assert_eq!(got, want, "{name} word {i}");
+            }
         }
     }
 

@@ -94,9 +94,15 @@ pub struct State {
     /// seam with a pair-table probe per step. Filled by the encoder `owner` (a uid).
     memo: Vec<u64>,
     owner: u64,
-    /// Random words rarely ask a pair twice, and a miss costs about a fifth of a walk: the
-    /// memo is consulted in windows of `MEMO_WINDOW` calls, and a window with under a
-    /// quarter hits turns it off for the next `MEMO_REST` calls.
+}
+
+/// The memo's on/off control, kept in registers while `encode` runs (not in `State`, whose
+/// fields the loop would store back on every call). Random words rarely ask a pair twice,
+/// and a miss costs about a fifth of a walk: the memo is consulted in windows of
+/// `MEMO_WINDOW` calls, and a window with under a quarter hits turns it off for the next
+/// `MEMO_REST` calls. (A memo sized to the word, up to 2^16 slots, answered twice as many
+/// of a random word's pairs, but ran slower: its misses leave L1.)
+struct MemoCtl {
     window: u32,
     hits: u32,
     rest: u32,
@@ -429,10 +435,10 @@ impl Backtrack {
             let mut prefix = NONE;
             let mut reach = None;
             let mut l = *up.get(d)?;
-            let single = std::str::from_utf8(s)
-                .ok()?
-                .chars()
-                .next()
+            // A character is at most 4 bytes: longer strings skip the UTF-8 decoding.
+            let single = (s.len() <= 4)
+                .then(|| std::str::from_utf8(s).ok()?.chars().next())
+                .flatten()
                 .filter(|c| c.len_utf8() == s.len());
             if let Some(c) = single {
                 if base(c) == Some(e.id) {
@@ -569,7 +575,9 @@ impl Backtrack {
             wide: NONE,
             tok: NONE,
         };
-        let (mut nodes, mut label, mut wide) = (vec![empty; total], vec![0u8; total], Vec::new());
+        // `label` has 8 bytes of padding: `child` reads a narrow node's labels as one word.
+        let (mut nodes, mut label, mut wide) =
+            (vec![empty; total], vec![0u8; total + 8], Vec::new());
         let mut node_of = vec![NONE; ents.len()];
         // `order[k]` is the preorder node placed at breadth-first index k.
         let mut order = Vec::with_capacity(total);
@@ -630,14 +638,34 @@ impl Backtrack {
             let at = node.wide as usize * 256 + b as usize;
             return self.wide.get(at).copied().unwrap_or(NONE);
         }
+        // The (at most 8, distinct) labels as one little-endian word, searched all at once:
+        // the lowest zero byte of `x` flags the match (a borrow only ever carries upwards
+        // from a zero byte, so the lowest flag is exact), bytes past `count` masked off.
         let f = node.first as usize;
-        let Some(labels) = self.label.get(f..f + node.count as usize) else {
+        if node.count == 1 {
+            // A chain (most nodes of long tokens): one compare beats the word search.
+            return match self.label.get(f) {
+                Some(&l) if l == b => node.first,
+                _ => NONE,
+            };
+        }
+        let Some(&w) = self
+            .label
+            .get(f..f + 8)
+            .and_then(|l| <&[u8; 8]>::try_from(l).ok())
+        else {
             return NONE;
         };
-        labels
-            .iter()
-            .position(|&l| l == b)
-            .map_or(NONE, |i| node.first + i as u32)
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        let x = u64::from_le_bytes(w) ^ (ONES * u64::from(b));
+        let live = u64::MAX
+            .checked_shr(64 - 8 * node.count.min(8))
+            .unwrap_or(0);
+        let hit = x.wrapping_sub(ONES) & !x & (ONES << 7) & live;
+        if hit == 0 {
+            return NONE;
+        }
+        node.first + hit.trailing_zeros() / 8
     }
 
     /// The longest reachable token that is a prefix of `s` (dense), or NONE.
@@ -669,32 +697,32 @@ impl Backtrack {
     /// 2^PAIR_BITS, checked at build, so a key fits in 40 bits and a stored entry is never
     /// `MEMO_EMPTY`).
     #[inline(always)]
-    fn valid_memo(&self, st: &mut State, t1: u32, t2: u32) -> bool {
+    fn valid_memo(&self, memo: &mut [u64], ctl: &mut MemoCtl, t1: u32, t2: u32) -> bool {
         let key = (u64::from(t1) << PAIR_BITS) | u64::from(t2);
         // One call site of `valid`, so that it stays inlined into `encode`.
         let mut slot = None;
-        if st.rest > 0 {
-            st.rest -= 1;
+        if ctl.rest > 0 {
+            ctl.rest -= 1;
         } else {
-            st.window += 1;
-            if st.window == MEMO_WINDOW {
-                if st.hits < MEMO_WINDOW / 4 {
-                    st.rest = MEMO_REST;
+            ctl.window += 1;
+            if ctl.window == MEMO_WINDOW {
+                if ctl.hits < MEMO_WINDOW / 4 {
+                    ctl.rest = MEMO_REST;
                 }
-                st.window = 0;
-                st.hits = 0;
+                ctl.window = 0;
+                ctl.hits = 0;
             }
             let at = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - MEMO_BITS)) as usize;
-            if let Some(&e) = st.memo.get(at) {
+            if let Some(&e) = memo.get(at) {
                 if e >> 1 == key {
-                    st.hits += 1;
+                    ctl.hits += 1;
                     return e & 1 == 1;
                 }
                 slot = Some(at);
             }
         }
         let v = self.valid(t1, t2);
-        if let Some(e) = slot.and_then(|at| st.memo.get_mut(at)) {
+        if let Some(e) = slot.and_then(|at| memo.get_mut(at)) {
             *e = (key << 1) | u64::from(v);
         }
         v
@@ -722,7 +750,12 @@ impl Backtrack {
             st.memo.resize(1 << MEMO_BITS, MEMO_EMPTY);
             st.owner = self.uid;
         }
-        (st.window, st.hits, st.rest) = (0, 0, 0);
+        let mut ctl = MemoCtl {
+            window: 0,
+            hits: 0,
+            rest: 0,
+        };
+        let memo = &mut st.memo[..];
         let is_dead =
             |dead: &[u64], p: usize| dead.get(p / 64).is_some_and(|w| w >> (p % 64) & 1 == 1);
         let mut pos = 0usize;
@@ -749,7 +782,7 @@ impl Backtrack {
                 let end = pos + t.len as usize;
                 let fits = match st.stack.last() {
                     _ if is_dead(&st.dead, end) => false,
-                    Some(&last) => self.valid_memo(st, last, token),
+                    Some(&last) => self.valid_memo(memo, &mut ctl, last, token),
                     None => true,
                 };
                 if fits {
@@ -1061,6 +1094,50 @@ mod tests {
             }
         }
         assert!(built > 1500, "{built}");
+    }
+
+    #[test]
+    fn child_search_matches_a_scan() {
+        // Nodes of every width (narrow ones of 1 to 8 labels, wide ones), labels of every
+        // byte value UTF-8 gives, each node asked for every byte.
+        let mut rng = Rng(0xA076_1D64_78BD_642F);
+        let alphabet: Vec<char> = "abcdefghijklmnopqrstuvwxyz\u{1}\u{7f}`{|}~éÿĀ𝔸中"
+            .chars()
+            .collect();
+        for round in 0..60 {
+            let k = 1 + round % alphabet.len();
+            let mut ids: AHashMap<String, u32> = AHashMap::new();
+            for &c in &alphabet[..k] {
+                let n = ids.len() as u32;
+                ids.entry(c.to_string()).or_insert(n);
+            }
+            for _ in 0..rng.next(400) {
+                let len = 2 + rng.next(4);
+                let s: String = (0..len)
+                    .map(|_| alphabet[rng.next(k as u64) as usize])
+                    .collect();
+                let n = ids.len() as u32;
+                ids.entry(s).or_insert(n);
+            }
+            let bt = Backtrack::build(
+                ids.iter().map(|(s, &id)| (s.as_str(), id)),
+                |c| ids.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
+                |_, _| None,
+                std::iter::empty(),
+            )
+            .unwrap();
+            for node in &bt.nodes {
+                let f = node.first as usize;
+                let labels = &bt.label[f..f + node.count as usize];
+                for b in 0..=255u8 {
+                    let want = labels
+                        .iter()
+                        .position(|&l| l == b)
+                        .map_or(NONE, |i| node.first + i as u32);
+                    assert_eq!(bt.child(node, b), want);
+                }
+            }
+        }
     }
 
     #[test]
