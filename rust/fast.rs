@@ -1280,6 +1280,8 @@ fn with_prefix_space(add_prefix_space: bool, segment: &str) -> std::borrow::Cow<
 impl FastPath {
     /// `for_each_byte_level_word` with each word's ids appended by `words` (and in one loop
     /// with the split, so that a cache hit is inline in the scanner's loop: no call per word).
+    // The closures below are not redundant: see the comment on them.
+    #[allow(clippy::redundant_closure)]
     pub(crate) fn byte_level_text_ids(
         add_prefix_space: bool,
         split: WordSplit,
