@@ -342,6 +342,55 @@ fn run_end_high(s: &str, from: usize, c: u8) -> usize {
     run_end_bits(s, from, c)
 }
 
+/// Bit 7 of each byte of `x` (eight bytes of text, little-endian) set where that byte is an
+/// ASCII letter. `b | 0x20` is in `a..=z` exactly for the letters of either case; the two
+/// additions set bit 7 where the folded byte reaches `a` and `{`, and no byte carries into
+/// the next because bit 7 is cleared first.
+#[inline(always)]
+fn ascii_letter_bits(x: u64) -> u64 {
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let y = (x | 0x2020_2020_2020_2020) & !HI;
+    let from_a = y.wrapping_add(0x1f1f_1f1f_1f1f_1f1f);
+    let past_z = y.wrapping_add(0x0505_0505_0505_0505);
+    from_a & !past_z & !x & HI
+}
+
+/// The end of the run of `B_LETTER` bytes starting at `from` (`from` follows a letter), as
+/// the byte loop of `gpt2_match_end_fast` ends it: eight bytes at a time while they are all
+/// ASCII letters, then at the first byte that is not (through `run_end_high` when that
+/// byte is not ASCII), the last few bytes one by one.
+#[inline(always)]
+fn letter_run_end(s: &str, from: usize) -> usize {
+    let bytes = s.as_bytes();
+    let mut i = from;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let Ok(eight) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        let other = !ascii_letter_bits(u64::from_le_bytes(eight)) & 0x8080_8080_8080_8080;
+        if other != 0 {
+            i += (other.trailing_zeros() / 8) as usize;
+            return match bytes.get(i) {
+                Some(&c) if c >= 0x80 => run_end_high(s, i, B_LETTER),
+                _ => i,
+            };
+        }
+        i += 8;
+    }
+    while let Some(&c) = bytes.get(i) {
+        let ck = BYTE_CLASS[c as usize];
+        if ck != B_LETTER {
+            return if ck == B_HIGH {
+                run_end_high(s, i, B_LETTER)
+            } else {
+                i
+            };
+        }
+        i += 1;
+    }
+    s.len()
+}
+
 /// `gpt2_match_end`, with the common matches scanned inline: an optional space, then an
 /// ASCII letter, digit or other character (not `'`, which may start a contraction) begins
 /// ` ?X+` for its class, exactly as the general scanner decides (the space is taken because
@@ -357,6 +406,9 @@ pub(crate) fn gpt2_match_end_fast(s: &str, pos: usize) -> usize {
         if let Some(&b) = bytes.get(body) {
             let k = BYTE_CLASS[b as usize];
             if k != B_SPACE && k != B_HIGH && b0 != b'\'' {
+                if k == B_LETTER {
+                    return letter_run_end(s, body + 1);
+                }
                 let mut i = body + 1;
                 while let Some(&c) = bytes.get(i) {
                     let ck = BYTE_CLASS[c as usize];
@@ -412,19 +464,7 @@ pub(crate) fn cl100k_match_end_fast(s: &str, pos: usize) -> usize {
         };
         if let Some(from) = lead {
             if bytes.get(from).map(|&b| BYTE_CLASS[b as usize]) == Some(B_LETTER) {
-                let mut i = from + 1;
-                while let Some(&c) = bytes.get(i) {
-                    let ck = BYTE_CLASS[c as usize];
-                    if ck != B_LETTER {
-                        return if ck == B_HIGH {
-                            run_end_high(s, i, B_LETTER)
-                        } else {
-                            i
-                        };
-                    }
-                    i += 1;
-                }
-                return s.len();
+                return letter_run_end(s, from + 1);
             }
         }
         if c0 == B_NUMBER {
@@ -852,6 +892,67 @@ mod tests {
             }
         }
         assert!(n > 100_000, "{n}");
+    }
+
+    /// `ascii_letter_bits` marks exactly the `B_LETTER` bytes, every byte value at every
+    /// position among every other.
+    #[test]
+    fn ascii_letter_bits_match_the_table() {
+        for b in 0..=255u8 {
+            for pos in 0..8 {
+                for fill in [b'a', b'Z', b'0', b'@', b'{', 0x80, 0xff, b' '] {
+                    let mut eight = [fill; 8];
+                    eight[pos] = b;
+                    let bits = ascii_letter_bits(u64::from_le_bytes(eight));
+                    for (j, &x) in eight.iter().enumerate() {
+                        let want = BYTE_CLASS[x as usize] == B_LETTER;
+                        assert_eq!(bits >> (8 * j + 7) & 1 == 1, want, "{eight:?} at {j}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Texts with long ASCII letter runs (the eight-byte steps of `letter_run_end`), every
+    /// case boundary byte (`@ [ ` { `) and non-ASCII letters, spaces and symbols among them.
+    fn letter_run_texts(n: usize) -> Vec<String> {
+        let alphabet: Vec<char> = "abcxyzABCXYZ@[`{0 9'\u{e9}\u{4e2d}\u{a0}.\u{301}\n"
+            .chars()
+            .collect();
+        let mut next = crate::test_rng(0x5eed_1e77_e125_0003);
+        (0..n)
+            .map(|_| {
+                let len = (next() % 48) as usize;
+                // Mostly letters, so that runs often pass eight bytes.
+                (0..len)
+                    .map(|_| match next() % 4 {
+                        0 => alphabet[(next() % alphabet.len() as u64) as usize],
+                        _ => alphabet[(next() % 12) as usize],
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fast_match_ends_equal_general_on_letter_runs() {
+        let mut n = 0;
+        for s in letter_run_texts(20_000) {
+            for pos in (0..s.len()).filter(|&p| s.is_char_boundary(p)) {
+                assert_eq!(
+                    gpt2_match_end_fast(&s, pos),
+                    gpt2_match_end(&s, pos),
+                    "{s:?} at {pos}"
+                );
+                assert_eq!(
+                    cl100k_match_end_fast(&s, pos),
+                    cl100k::match_end(&s, pos),
+                    "{s:?} at {pos}"
+                );
+                n += 1;
+            }
+        }
+        assert!(n > 200_000, "{n}");
     }
 
     /// The same for the cl100k scanner, with contractions, newlines and digit runs.

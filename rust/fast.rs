@@ -1280,6 +1280,8 @@ fn with_prefix_space(add_prefix_space: bool, segment: &str) -> std::borrow::Cow<
 impl FastPath {
     /// `for_each_byte_level_word` with each word's ids appended by `words` (and in one loop
     /// with the split, so that a cache hit is inline in the scanner's loop: no call per word).
+    // The closures below are not redundant: see the comment on them.
+    #[allow(clippy::redundant_closure)]
     pub(crate) fn byte_level_text_ids(
         add_prefix_space: bool,
         split: WordSplit,
@@ -1292,10 +1294,20 @@ impl FastPath {
         match split {
             WordSplit::Whole if s.is_empty() => Ok(()),
             WordSplit::Whole => words.ids(s.as_bytes(), out),
-            WordSplit::Gpt2 => each_word_ids(s, crate::byte_level::gpt2_match_end_fast, words, out),
-            WordSplit::Cl100k => {
-                each_word_ids(s, crate::byte_level::cl100k_match_end_fast, words, out)
-            }
+            // Closures, not the functions themselves: the call through a function item's
+            // `Fn` shim is not inlined once the scanner is large.
+            WordSplit::Gpt2 => each_word_ids(
+                s,
+                |s, p| crate::byte_level::gpt2_match_end_fast(s, p),
+                words,
+                out,
+            ),
+            WordSplit::Cl100k => each_word_ids(
+                s,
+                |s, p| crate::byte_level::cl100k_match_end_fast(s, p),
+                words,
+                out,
+            ),
         }
     }
 }
@@ -1311,9 +1323,17 @@ fn each_word_ids(
     let bytes = s.as_bytes();
     let mut pos = 0;
     while pos < bytes.len() {
-        let end = match_end(s, pos).clamp(pos + 1, bytes.len());
-        words.ids(bytes.get(pos..end).unwrap_or_default(), out)?;
-        pos = end;
+        let end = match_end(s, pos);
+        // Matches end past `pos` and within `s`; the clamp (as `each_match`'s) is only the
+        // fallback, so that the common case costs one slice check.
+        let raw = match bytes.get(pos..end) {
+            Some(raw) if !raw.is_empty() => raw,
+            _ => bytes
+                .get(pos..end.clamp(pos + 1, bytes.len()))
+                .unwrap_or_default(),
+        };
+        words.ids(raw, out)?;
+        pos += raw.len().max(1);
     }
     Ok(())
 }
