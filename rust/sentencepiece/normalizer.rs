@@ -401,9 +401,9 @@ impl SpNormalizer {
     /// skips the leading spaces (a `WORD_SPACE*` byte is one for both its skip loop and its
     /// main loop), writes `▁`, then per position: a user-defined match without space or `▁`
     /// (copied raw), a copied byte (`WORD_COPY`; `WORD_COPY_BEFORE_ASCII` where no rule key
-    /// continues it with the next byte, as `lone_ascii_rule` argues), or a character that
-    /// `simple_char` copies through the `bmp_plain` shortcut (`WORD_LEAD`; not `▁` itself) is
-    /// appended and clears `is_prev_space`; a space appends `▁` unless the previous byte was
+    /// continues it with the next byte, as `lone_ascii_rule` argues), or a 2- or 3-byte
+    /// character where no rule matches (`WORD_LEAD`, by the `bmp_plain` shortcut or the
+    /// rules' search; not `▁` itself), which `simple_char` copies unchanged, is appended and clears `is_prev_space`; a space appends `▁` unless the previous byte was
     /// a space; trailing `▁`s are trimmed at the end (there are none but escaped spaces).
     /// Anything else may do something different, so it declines the text.
     pub(crate) fn plain_words(&self, input: &str, words: &mut Vec<(u32, u32)>) -> bool {
@@ -468,13 +468,22 @@ impl SpNormalizer {
                 (None, WORD_LEAD) => {
                     match bmp_code_point(rest) {
                         // (A literal `▁` would be trimmed at the end like an escaped space.)
-                        Some(cp)
-                            if cp != 0x2581
-                                && self
-                                    .bmp_plain
-                                    .get(cp as usize >> 6)
-                                    .is_some_and(|w| (w >> (cp & 63)) & 1 == 1) =>
-                        {
+                        Some(cp) if cp != 0x2581 => {
+                            let plain = self
+                                .bmp_plain
+                                .get(cp as usize >> 6)
+                                .is_some_and(|w| (w >> (cp & 63)) & 1 == 1);
+                            // A character that only begins longer rules (NFKC's letter +
+                            // combining mark) is plain where none of them matches: with no
+                            // rule (and no user-defined piece) there, `normalize_prefix`
+                            // gives the character itself.
+                            let mut rule = false;
+                            if !plain {
+                                self.charsmap.common_prefix_search(rest, |_, _| rule = true);
+                            }
+                            if rule {
+                                return false;
+                            }
                             if cp < 0x800 {
                                 2
                             } else {

@@ -32,6 +32,8 @@ pub struct SpUnigram {
     /// No matchable piece has `▁` after its first character, so every `▁` of the text is a
     /// boundary of every segmentation and the word cache may be used (see `WordCache`).
     words_ok: bool,
+    /// Where no piece can cross (see `Cuts`).
+    cuts: Cuts,
     /// Identifies this model's entries in the per-thread word caches (clones share it: they
     /// segment alike).
     uid: u64,
@@ -88,14 +90,141 @@ impl SpUnigram {
         let words_ok = entries
             .iter()
             .all(|(p, _)| p.get(1..).is_none_or(|rest| find_space(rest).is_none()));
+        let mut cuts = Cuts::new(entries.iter().map(|&(p, _)| p));
+        let trie = ByteTrie::build(entries);
+        cuts.set_ascii_ids(&trie);
         Ok(SpUnigram {
-            trie: ByteTrie::build(entries),
+            trie,
+            cuts,
             match_scores,
             unk_id,
             min_score,
             words_ok,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
         })
+    }
+}
+
+/// Flags of a character in `Cuts`: it occurs in some matchable piece before that piece's last
+/// character (`NOT_LAST`), after its first (`NOT_FIRST`), anywhere (`IN_PIECE`).
+const NOT_LAST: u8 = 1;
+const NOT_FIRST: u8 = 2;
+const IN_PIECE: u8 = 4;
+/// What an undecodable character gets: no cut on either side.
+const ANY_PLACE: u8 = NOT_LAST | NOT_FIRST | IN_PIECE;
+/// `Cuts::ascii_id` of a byte that is not a matchable piece.
+const NONE_ID: u32 = u32::MAX;
+
+/// The character boundaries of a text that no piece can cross: between characters `a` and
+/// `b` when `a` never occurs before the last character of a matchable piece or `b` never
+/// after the first (a piece crossing there would hold both so). Matches start at character
+/// starts and are whole characters, and an unknown node is one character, so no lattice edge
+/// spans a cut: as at a `▁` with `words_ok` (see `segment_words`), the reference's lattice up
+/// to a cut is final there, what follows depends only on the score at the cut, and the
+/// backtrack passes through it. A stretch between two cuts (a segment) is therefore segmented
+/// on its own from the running score, whatever the tie rules. A segment of one character `c`
+/// has one candidate: the piece `c` if there is one (a longer piece from `c` would cross the
+/// cut after it), else the unknown character.
+#[derive(Debug, Clone)]
+struct Cuts {
+    ascii: [u8; 128],
+    /// The flags of the code points below U+10000, two a byte.
+    bmp: std::sync::Arc<[u8]>,
+    /// The characters above U+FFFF that occur in pieces, sorted, with their flags.
+    astral: std::sync::Arc<[(u32, u8)]>,
+    /// Per ASCII byte: the matchable piece of that one byte (`NONE_ID`: none).
+    ascii_id: [u32; 128],
+    /// The flags of `▁`.
+    space_flags: u8,
+}
+
+impl Cuts {
+    fn new<'a>(pieces: impl Iterator<Item = &'a [u8]>) -> Cuts {
+        let mut ascii = [0u8; 128];
+        let mut bmp = vec![0u8; 0x10000 / 2];
+        let mut astral = std::collections::BTreeMap::<u32, u8>::new();
+        for p in pieces {
+            let Ok(p) = std::str::from_utf8(p) else {
+                continue;
+            };
+            let last = p.chars().count().saturating_sub(1);
+            for (i, c) in p.chars().enumerate() {
+                let f = IN_PIECE
+                    | if i > 0 { NOT_FIRST } else { 0 }
+                    | if i < last { NOT_LAST } else { 0 };
+                let cp = c as u32;
+                if cp < 0x80 {
+                    ascii[cp as usize] |= f;
+                } else if cp < 0x10000 {
+                    bmp[cp as usize >> 1] |= f << ((cp & 1) * 4);
+                } else {
+                    *astral.entry(cp).or_default() |= f;
+                }
+            }
+        }
+        let mut cuts = Cuts {
+            ascii,
+            bmp: bmp.into(),
+            astral: astral.into_iter().collect::<Vec<_>>().into(),
+            ascii_id: [NONE_ID; 128],
+            space_flags: 0,
+        };
+        cuts.space_flags = cuts.bmp_flags(0x2581);
+        cuts
+    }
+
+    fn set_ascii_ids(&mut self, trie: &ByteTrie) {
+        for (b, id) in self.ascii_id.iter_mut().enumerate() {
+            *id = trie.get(&[b as u8]).unwrap_or(NONE_ID);
+        }
+    }
+
+    /// The length and flags of the character at `p` (`p < bytes.len()`, a character start).
+    #[inline(always)]
+    fn char_at(&self, bytes: &[u8], p: usize) -> (usize, u8) {
+        let Some(&b0) = bytes.get(p) else {
+            return (1, ANY_PLACE);
+        };
+        if b0 < 0x80 {
+            return (1, self.ascii[usize::from(b0)]);
+        }
+        let len = one_char_len(b0);
+        let t = |i: usize| bytes.get(p + i).map_or(0, |&b| u32::from(b & 0x3f));
+        let flags = match (len, bytes.len() - p >= len) {
+            (2, true) => self.bmp_flags((u32::from(b0 & 0x1f) << 6) | t(1)),
+            (3, true) => self.bmp_flags((u32::from(b0 & 0x0f) << 12) | (t(1) << 6) | t(2)),
+            (4, true) => {
+                let cp = (u32::from(b0 & 0x07) << 18) | (t(1) << 12) | (t(2) << 6) | t(3);
+                self.astral
+                    .binary_search_by_key(&cp, |&(c, _)| c)
+                    .map_or(0, |i| self.astral.get(i).map_or(ANY_PLACE, |e| e.1))
+            }
+            // A stray or cut-off sequence (not in a `str`): no cut around it.
+            _ => ANY_PLACE,
+        };
+        (len.min(bytes.len() - p), flags)
+    }
+
+    #[inline(always)]
+    fn bmp_flags(&self, cp: u32) -> u8 {
+        self.bmp
+            .get(cp as usize >> 1)
+            .map_or(ANY_PLACE, |&q| (q >> ((cp & 1) * 4)) & 0xf)
+    }
+
+    /// The first cut at or after `p` in `bytes` (`bytes.len()` if none), `prev` being the
+    /// flags of the character before `p`.
+    #[inline]
+    fn cut_from(&self, bytes: &[u8], mut p: usize, mut prev: u8) -> usize {
+        while p < bytes.len() {
+            let (len, f) = self.char_at(bytes, p);
+            if prev & NOT_LAST == 0 || f & NOT_FIRST == 0 {
+                return p;
+            }
+            prev = f;
+            p += len;
+        }
+        bytes.len()
     }
 }
 
@@ -245,8 +374,9 @@ impl SpUnigram {
     /// from `x` (re-centred at `s` exactly as the reference does at that position; nothing
     /// past `s` is reached yet, so only `x` itself changes), is backtracked at once, and hands
     /// the score at its end to the next word: the same float32 operations in the same order
-    /// as one lattice over the whole text, and the same pieces. A cache hit needs no lattice:
-    /// its pieces are pushed directly and the running score summed along them.
+    /// as one lattice over the whole text, and the same pieces. Words are cut further where
+    /// `Cuts` allows (by the same argument), and a cache hit needs no lattice: its pieces are
+    /// pushed directly and the running score summed along them.
     fn segment_words(
         &self,
         bytes: &[u8],
@@ -255,18 +385,24 @@ impl SpUnigram {
         cache: &mut WordCache,
     ) -> Result<()> {
         let n = bytes.len();
-        let unk_score = self.min_score - UNK_PENALTY;
         let word_end = |s: usize| {
             bytes
                 .get(s + 1..)
                 .and_then(find_space)
                 .map_or(n, |k| s + 1 + k)
         };
+        // A word as `word` takes it: whether it starts with `▁`, and what follows.
+        fn split(w: &[u8]) -> (bool, &[u8]) {
+            match w.strip_prefix(SPACE) {
+                Some(rest) => (true, rest),
+                None => (false, w),
+            }
+        }
         // The best score at the current word start.
         let mut x = 0f32;
         let mut s = 0usize;
-        // The next word is found (and its cache line requested) one word ahead, so the
-        // table's memory latency overlaps the current word's work.
+        // The next word is found (and its first segment's cache line requested) one word
+        // ahead, so the table's memory latency overlaps the current word's work.
         let mut q = word_end(0);
         let mut key = WordKey::new(bytes.get(..q).unwrap_or_default());
         while s < n {
@@ -276,24 +412,206 @@ impl SpUnigram {
                 cache.prefetch(k);
             }
             let key = std::mem::replace(&mut key, key2);
-            let q = std::mem::replace(&mut q, q2);
+            let (sp, raw) = split(bytes.get(s..q).unwrap_or_default());
+            x = self.word(sp, raw, key, s, x, best, cache, out)?;
+            s = std::mem::replace(&mut q, q2);
+        }
+        Ok(())
+    }
+
+    /// The first segment of the word `▁` + `raw` (`raw` alone when not `spaced`).
+    #[inline]
+    fn first_segment(&self, spaced: bool, raw: &[u8]) -> Seg {
+        if spaced {
+            let end = self.cuts.cut_from(raw, 0, self.cuts.space_flags);
+            let key = if end > 0 {
+                raw.get(..end).and_then(WordKey::spaced)
+            } else {
+                None
+            };
+            Seg {
+                end,
+                key,
+                one: end == 0,
+                unknown: false,
+            }
+        } else {
+            self.next_segment(raw, 0)
+        }
+    }
+
+    /// The segment of `raw` that starts at `a` (a cut, `a < raw.len()`).
+    #[inline]
+    fn next_segment(&self, raw: &[u8], a: usize) -> Seg {
+        let (len, f) = self.cuts.char_at(raw, a);
+        let end = self.cuts.cut_from(raw, a + len, f);
+        let one = end <= a + len;
+        Seg {
+            end,
+            key: if one {
+                None
+            } else {
+                raw.get(a..end).and_then(WordKey::new)
+            },
+            one,
+            unknown: f & IN_PIECE == 0,
+        }
+    }
+
+    /// The piece of the one character `c`, and its score; the unknown character when `c` is
+    /// no matchable piece.
+    #[inline]
+    fn single(&self, c: &[u8], unk_score: f32) -> (u32, f32) {
+        let id = match c {
+            [b] if *b < 0x80 => self.cuts.ascii_id.get(usize::from(*b)).copied(),
+            _ => self.trie.get(c),
+        };
+        match id.filter(|&id| id != NONE_ID) {
+            Some(id) => (
+                id,
+                self.match_scores.get(id as usize).copied().unwrap_or(0.0),
+            ),
+            None => (self.unk_id, unk_score),
+        }
+    }
+
+    /// The word `▁` + `raw` (`raw` alone when not `spaced`) at `s`, from score `x`: its
+    /// pieces, and the score at its end. `whole`: the word's cache key. The word's entry
+    /// serves when it applies to `x` (a miss makes it from the word's exact lattice, as
+    /// `word_slow`); else the word is taken segment by segment (`segments`).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn word<S: Sink>(
+        &self,
+        spaced: bool,
+        raw: &[u8],
+        whole: Option<WordKey>,
+        s: usize,
+        mut x: f32,
+        best: &mut Vec<Best>,
+        cache: &mut WordCache,
+        out: &mut S,
+    ) -> Result<f32> {
+        // Re-centred at the word start as the reference does at that position (nothing past
+        // it is reached yet, so only `x` itself changes).
+        if !(-SCORE_RESET_THRESHOLD..=SCORE_RESET_THRESHOLD).contains(&x) {
+            x = 0.0;
+        }
+        let unk_score = self.min_score - UNK_PENALTY;
+        if let Some(key) = &whole {
+            let e = match cache.get(key) {
+                Some(e) => e,
+                None if self.first_segment(spaced, raw).end < raw.len() => {
+                    // A word with cuts inside is taken by segments, each with its own entry
+                    // (fewer distinct keys, and no exact lattice over the whole word).
+                    cache.insert(key, Slot::REFUSED);
+                    Slot::REFUSED
+                }
+                None => {
+                    // As `word_slow`: the word's exact lattice alone decides its entry.
+                    let mut word = std::mem::take(&mut cache.word);
+                    word.clear();
+                    if spaced {
+                        word.extend_from_slice(SPACE);
+                    }
+                    word.extend_from_slice(raw);
+                    let e = self.exact_word(&word, unk_score, &mut cache.scratch);
+                    cache.word = word;
+                    cache.insert(key, e);
+                    e
+                }
+            };
+            if x.abs() <= e.xmax {
+                // Exact by `WordCache`'s argument: the reference's best path over the word
+                // from `x`, and the float32 scores it stores along it.
+                cache.hits += 1;
+                return Ok(self.replay(&e, s, x, unk_score, out));
+            }
+        }
+        self.segments(spaced, raw, s, x, best, cache, out)
+    }
+
+    /// `word` segment by segment (see `Cuts`), re-centring at each start as the reference
+    /// does there: one character has its one candidate (a run of characters in no piece is a
+    /// run of unknown nodes), a cache entry that applies is replayed, anything else takes
+    /// `word_slow`.
+    #[allow(clippy::too_many_arguments)]
+    fn segments<S: Sink>(
+        &self,
+        spaced: bool,
+        raw: &[u8],
+        s: usize,
+        mut x: f32,
+        best: &mut Vec<Best>,
+        cache: &mut WordCache,
+        out: &mut S,
+    ) -> Result<f32> {
+        if !spaced && raw.is_empty() {
+            return Ok(x);
+        }
+        let unk_score = self.min_score - UNK_PENALTY;
+        let mut seg = self.first_segment(spaced, raw);
+        let mut a = 0usize;
+        let mut at = s;
+        let mut lead = spaced;
+        loop {
             if !(-SCORE_RESET_THRESHOLD..=SCORE_RESET_THRESHOLD).contains(&x) {
                 x = 0.0;
             }
-            let word = bytes.get(s..q).unwrap_or_default();
-            let slot = key.as_ref().and_then(|k| cache.get(k));
-            if let Some(e) = slot.filter(|e| x.abs() <= e.xmax) {
-                // Exact by `WordCache`'s argument: the reference's best path over the word
-                // from `x`, and the float32 scores it stores along it.
-                x = self.replay(&e, s, x, unk_score, out);
-                cache.hits += 1;
-                s = q;
-                continue;
+            let mut b = seg.end;
+            let bytes = raw.get(a..b).unwrap_or_default();
+            if seg.one && !lead && seg.unknown {
+                // Each character is an unknown node between two cuts, the only candidate
+                // there: the score goes down by `unk_score` per character, re-centred before
+                // each as at any position.
+                x += unk_score;
+                while b < raw.len() {
+                    let (len, f) = self.cuts.char_at(raw, b);
+                    if f & IN_PIECE != 0 {
+                        break;
+                    }
+                    if !(-SCORE_RESET_THRESHOLD..=SCORE_RESET_THRESHOLD).contains(&x) {
+                        x = 0.0;
+                    }
+                    x += unk_score;
+                    b += len;
+                }
+                out.unknowns(self.unk_id, at, raw.get(a..b).unwrap_or_default());
+                at += b - a;
+            } else if seg.one {
+                let (id, score) = self.single(if lead { SPACE } else { bytes }, unk_score);
+                x += score; // the reference's `score + till`
+                let len = bytes.len() + if lead { SPACE.len() } else { 0 };
+                out.piece(id, at, at + len);
+                at += len;
+            } else {
+                let slot = seg.key.as_ref().and_then(|k| cache.get(k));
+                let len = bytes.len() + if lead { SPACE.len() } else { 0 };
+                if let Some(e) = slot.filter(|e| x.abs() <= e.xmax) {
+                    // Exact by `WordCache`'s argument: the reference's best path over the
+                    // segment from `x`, and the float32 scores it stores along it.
+                    x = self.replay(&e, at, x, unk_score, out);
+                    cache.hits += 1;
+                } else if lead {
+                    let mut word = std::mem::take(&mut cache.word);
+                    word.clear();
+                    word.extend_from_slice(SPACE);
+                    word.extend_from_slice(bytes);
+                    let r = self.word_slow(&word, seg.key, slot.is_some(), x, at, best, cache, out);
+                    cache.word = word;
+                    x = r?;
+                } else {
+                    x = self.word_slow(bytes, seg.key, slot.is_some(), x, at, best, cache, out)?;
+                }
+                at += len;
             }
-            x = self.word_slow(word, key, slot.is_some(), x, s, best, cache, out)?;
-            s = q;
+            a = b;
+            lead = false;
+            if a >= raw.len() {
+                return Ok(x);
+            }
+            seg = self.next_segment(raw, a);
         }
-        Ok(())
     }
 
     /// A word at `s` (from score `x`) that no cache entry served: its pieces, and the score
@@ -401,7 +719,6 @@ impl SpUnigram {
         cache: &mut WordCache,
         out: &mut S,
     ) -> Result<()> {
-        let unk_score = self.min_score - UNK_PENALTY;
         let word_at = |i: usize| {
             words
                 .get(i)
@@ -420,22 +737,7 @@ impl SpUnigram {
                 cache.prefetch(k);
             }
             let key = std::mem::replace(&mut key, key2);
-            if !(-SCORE_RESET_THRESHOLD..=SCORE_RESET_THRESHOLD).contains(&x) {
-                x = 0.0;
-            }
-            let slot = key.as_ref().and_then(|k| cache.get(k));
-            if let Some(e) = slot.filter(|e| x.abs() <= e.xmax) {
-                x = self.replay(&e, s, x, unk_score, out);
-                cache.hits += 1;
-            } else {
-                let mut word = std::mem::take(&mut cache.word);
-                word.clear();
-                word.extend_from_slice(SPACE);
-                word.extend_from_slice(w);
-                let r = self.word_slow(&word, key, slot.is_some(), x, s, best, cache, out);
-                cache.word = word;
-                x = r?;
-            }
+            x = self.word(true, w, key, s, x, best, cache, out)?;
             s += SPACE.len() + w.len();
         }
         Ok(())
@@ -600,6 +902,8 @@ trait Sink {
     fn piece(&mut self, id: u32, start: usize, end: usize);
     /// Reverse what was pushed since `mark` gave `first` (a backtrack pushes from the end).
     fn reverse_from(&mut self, first: usize);
+    /// One piece `id` per character of `chars`, the first at `start` (unknown characters).
+    fn unknowns(&mut self, id: u32, start: usize, chars: &[u8]);
 }
 
 impl Sink for Vec<SpPiece> {
@@ -614,6 +918,19 @@ impl Sink for Vec<SpPiece> {
     fn reverse_from(&mut self, first: usize) {
         if let Some(t) = self.get_mut(first..) {
             t.reverse();
+        }
+    }
+    fn unknowns(&mut self, id: u32, start: usize, chars: &[u8]) {
+        let mut q = 0;
+        while let Some(&c) = chars.get(q) {
+            // As the lattice steps over characters.
+            let len = one_char_len(c).min(chars.len() - q);
+            self.push(SpPiece {
+                id,
+                start: start + q,
+                end: start + q + len,
+            });
+            q += len;
         }
     }
 }
@@ -638,6 +955,13 @@ impl Sink for IdSink<'_> {
     fn reverse_from(&mut self, first: usize) {
         if let Some(t) = self.ids.get_mut(first..) {
             t.reverse();
+        }
+    }
+    fn unknowns(&mut self, id: u32, _: usize, chars: &[u8]) {
+        // One id stands for the run: the caller fuses runs of unknown ids anyway (and only
+        // unknown pieces have the unknown id).
+        if !chars.is_empty() {
+            self.piece(id, 0, 0);
         }
     }
 }
@@ -774,6 +1098,18 @@ const MAX_STEPS: usize = 6;
 /// Marks a path step that is an unknown character (in `Slot::lens`).
 const UNK_STEP: u8 = 0x80;
 const SETS: usize = 1 << 14;
+
+/// A segment of a word (see `Cuts`), as `SpUnigram::word` takes it.
+struct Seg {
+    /// Where it ends in the word's bytes after the `▁`.
+    end: usize,
+    /// Its cache key (`None` for one character, or when too long).
+    key: Option<WordKey>,
+    /// It is one character.
+    one: bool,
+    /// Its first character occurs in no piece.
+    unknown: bool,
+}
 
 /// A word padded with zeros, and its length.
 #[derive(Clone, Copy, PartialEq)]
@@ -1401,6 +1737,128 @@ mod tests {
             }
         }
         assert!(checked == 1800 && declined > 100, "{declined}");
+    }
+
+    #[test]
+    fn cut_segments_agree_with_the_reference_loop() {
+        // Vocabularies where characters keep to places in pieces, so that texts have cuts of
+        // every kind: `p` and `𝔸` only begin pieces, `q` only ends them, `(` and `日` are
+        // pieces alone, `ж` and `z` are in none (unknown), `a`, `b` and `é` go anywhere.
+        // Words run past the key length and past `MAX_STEPS` pieces, scores tie and push
+        // the running score past ±1e5. Both the pieces of `segment` and the ids of
+        // `encode_plain_words` are checked against the reference loop.
+        let mut rng = crate::test_rng(0x7F4A_7C15_2545_F491u64);
+        let mut next = move |m: u64| rng() % m;
+        let free = ["a", "b", "é"];
+        let letters = ["a", "b", "é", "p", "q", "(", "日", "ж", "z", "𝔸"];
+        let score_list = [
+            -1.0f32,
+            -2.0,
+            -3.0,
+            -3.003,
+            -1.0039,
+            -0.99999994,
+            -1.5,
+            0.003,
+            -60000.0,
+        ];
+        let mut norm = SpNormalizer {
+            add_dummy_prefix: true,
+            remove_extra_whitespaces: true,
+            escape_whitespaces: true,
+            ..Default::default()
+        };
+        norm.prepare();
+        let (mut cut_words, mut checked) = (0usize, 0usize);
+        for round in 0..80 {
+            let k = if round % 2 == 0 { score_list.len() } else { 8 };
+            let mut pieces = vec![PieceEntry {
+                piece: "<unk>".into(),
+                score: 0.0,
+                kind: Unknown,
+            }];
+            let mut seen = std::collections::HashSet::new();
+            for _ in 0..(next(60) + 5) {
+                let piece: String = match next(8) {
+                    0 => "(".into(),
+                    1 => "日".into(),
+                    2 => "▁".into(),
+                    r => {
+                        let mut p = String::new();
+                        if r == 3 {
+                            p.push_str(if next(2) == 0 { "p" } else { "𝔸" });
+                        } else if next(2) == 0 {
+                            p.push('▁');
+                        }
+                        p.extend((0..next(3)).map(|_| free[next(3) as usize]));
+                        if r == 4 || p.is_empty() {
+                            p.push('q');
+                        }
+                        p
+                    }
+                };
+                if !seen.insert(piece.clone()) {
+                    continue;
+                }
+                let kind = match next(12) {
+                    0 => UserDefined,
+                    1 => Unused,
+                    _ => Normal,
+                };
+                pieces.push(PieceEntry {
+                    piece,
+                    score: score_list[next(k as u64) as usize],
+                    kind,
+                });
+            }
+            let Ok(m) = SpUnigram::new(&pieces, 0) else {
+                continue;
+            };
+            assert!(m.words_ok);
+            for t in 0..25 {
+                let count = if t % 8 == 0 { 600 } else { next(30) };
+                // (`plain_words` takes no 4-byte character: `𝔸` in a third of the texts.)
+                let nl = if t % 3 == 0 {
+                    letters.len()
+                } else {
+                    letters.len() - 1
+                };
+                let mut text = String::new();
+                for _ in 0..count {
+                    text.extend((0..next(3)).map(|_| ' '));
+                    let len = if next(12) == 0 { 40 } else { next(9) + 1 };
+                    text.extend((0..len).map(|_| letters[next(nl as u64) as usize]));
+                }
+                let mut normalized = String::new();
+                norm.normalize_text(&text, &mut normalized).unwrap();
+                let want = reference(&pieces, 0, &normalized);
+                cut_words += want
+                    .windows(2)
+                    .filter(|w| w[0].0 == 0 && w[1].0 == 0)
+                    .count();
+                let mut out = vec![];
+                m.segment(&normalized, &mut out).unwrap();
+                let got: Vec<_> = out.iter().map(|p| (p.id, p.start, p.end)).collect();
+                assert_eq!(got, want, "round {round} {normalized:?}");
+                let mut fused: Vec<u32> = vec![];
+                for &(id, _, _) in &want {
+                    if !(id == 0 && fused.last() == Some(&0)) {
+                        fused.push(id);
+                    }
+                }
+                let mut ids = vec![7u32];
+                match m.encode_plain_words(&norm, false, &text, &mut ids) {
+                    Some(r) => {
+                        r.unwrap();
+                        assert_eq!(ids[1..], fused[..], "round {round} {text:?}");
+                        checked += 1;
+                    }
+                    None => assert!(text.contains('𝔸')),
+                }
+            }
+        }
+        // Runs of unknown characters did occur.
+        assert!(checked > 1200 && cut_words > 1000, "{checked} {cut_words}");
     }
 
     #[test]
