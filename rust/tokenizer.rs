@@ -1757,27 +1757,7 @@ mod tests {
             // The batch's own plan, and one with cuts every few hundred bytes: every kind of
             // line end and line start then meets a cut.
             let rule = c.cuts_at_newlines.clone().unwrap_or_default();
-            let plan = crate::cuts::plan(&refs, 2, &rule).expect("long documents are cut");
-            assert!(
-                plan.pieces.len() > refs.len() + 8,
-                "{name}: {}",
-                plan.pieces.len()
-            );
-            let dense = crate::cuts::plan_with(&refs, 300, &rule);
-            assert!(dense.pieces.len() > 20 * plan.pieces.len(), "{name}");
-            for (plan, add) in [
-                (&plan, true),
-                (&plan, false),
-                (&dense, true),
-                (&dense, false),
-            ] {
-                let got = tok.encode_plan_ids(plan, add).unwrap();
-                for (t, g) in refs.iter().zip(&got) {
-                    let mut want = Vec::new();
-                    tok.encode_ids(t, add, &mut want).unwrap();
-                    assert!(want == *g, "{name} add={add}: ids differ");
-                }
-            }
+            assert_plans_exact(name, &tok, &refs, &rule);
         }
     }
 
