@@ -157,6 +157,18 @@ pub(crate) fn plan_with<'a>(texts: &[&'a str], target: usize, rule: &Rule) -> Pl
     Plan { pieces, bounds }
 }
 
+/// One text's ids from its pieces' rows (in order), and whether it was cut (more than one
+/// row): a cut text still needs the processing a whole text got with its piece.
+pub(crate) fn join_rows(mut rows: impl Iterator<Item = Vec<u32>>) -> (Vec<u32>, bool) {
+    let mut ids = rows.next().unwrap_or_default();
+    let mut cut = false;
+    for r in rows {
+        ids.extend_from_slice(&r);
+        cut = true;
+    }
+    (ids, cut)
+}
+
 impl Plan<'_> {
     /// Bytes of piece `i` (0 when there is none).
     pub(crate) fn piece_len(&self, i: usize) -> usize {

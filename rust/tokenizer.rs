@@ -455,15 +455,10 @@ impl Tokenizer {
     /// post-processed once when it was cut.
     pub(crate) fn finish_plan_row(
         &self,
-        mut rows: impl Iterator<Item = Vec<u32>>,
+        rows: impl Iterator<Item = Vec<u32>>,
         add_special_tokens: bool,
     ) -> Result<Vec<u32>> {
-        let mut ids = rows.next().unwrap_or_default();
-        let mut cut = false;
-        for r in rows {
-            ids.extend_from_slice(&r);
-            cut = true;
-        }
+        let (mut ids, cut) = crate::cuts::join_rows(rows);
         if cut && !self.ids_unprocessed(add_special_tokens) {
             self.process_ids(0, add_special_tokens, &mut ids)?;
         }

@@ -268,12 +268,7 @@ impl PySentencePiece {
                     &plan,
                     |p| self.piece_ids(p, ex),
                     |rows| {
-                        let mut ids = rows.next().unwrap_or_default();
-                        let mut cut = false;
-                        for r in rows {
-                            ids.extend_from_slice(&r);
-                            cut = true;
-                        }
+                        let (mut ids, cut) = crate::cuts::join_rows(rows);
                         if cut {
                             ex.apply(&mut ids);
                         }

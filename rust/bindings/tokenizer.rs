@@ -474,12 +474,7 @@ impl PyTokenizer {
         add_special_tokens: bool,
     ) -> PyResult<super::batch::TokenBatch> {
         let tok = self.snapshot();
-        let (ids, ends) = py
-            .detach(|| {
-                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
-                tok.encode_batch_flat(&refs, add_special_tokens)
-            })
-            .map_err(to_py_err)?;
+        let (ids, ends) = flat_ids(py, &tok, &texts, add_special_tokens)?;
         Ok(super::batch::TokenBatch::from_flat(ids, &ends))
     }
 
@@ -492,12 +487,7 @@ impl PyTokenizer {
         add_special_tokens: bool,
     ) -> PyResult<Vec<usize>> {
         let tok = self.snapshot();
-        let (_, ends) = py
-            .detach(|| {
-                let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
-                tok.encode_batch_flat(&refs, add_special_tokens)
-            })
-            .map_err(to_py_err)?;
+        let (_, ends) = flat_ids(py, &tok, &texts, add_special_tokens)?;
         let mut from = 0;
         Ok(ends
             .iter()
@@ -1131,4 +1121,18 @@ impl PyEncoding {
             self.ids_slice().len()
         )
     }
+}
+
+/// The ids of `texts` in the crate's pool, flat, with the end of each text's row in them.
+fn flat_ids(
+    py: Python<'_>,
+    tok: &Tokenizer,
+    texts: &[PyBackedStr],
+    add_special_tokens: bool,
+) -> PyResult<(Vec<u32>, Vec<usize>)> {
+    py.detach(|| {
+        let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+        tok.encode_batch_flat(&refs, add_special_tokens)
+    })
+    .map_err(to_py_err)
 }
