@@ -67,6 +67,11 @@ pub struct Backtrack {
     nodes: Vec<Node>,
     label: Vec<u8>,
     wide: Vec<u32>,
+    /// The trie's first two levels in one step, by the first two bytes `b0 << 8 | b1`:
+    /// `node << 32 | token`, the node after both bytes (NONE when no token starts so) and
+    /// the longest token among the one- and two-byte prefixes (NONE if neither is one).
+    /// Every `longest` starts with these two steps, the widest nodes of the trie.
+    root2: Vec<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -97,18 +102,27 @@ pub struct State {
 }
 
 /// The memo's on/off control, kept in registers while `encode` runs (not in `State`, whose
-/// fields the loop would store back on every call). Random words rarely ask a pair twice,
-/// and a miss costs about a fifth of a walk: the memo is consulted in windows of
-/// `MEMO_WINDOW` calls, and a window with under a quarter hits turns it off for the next
-/// `MEMO_REST` calls. (A memo sized to the word, up to 2^16 slots, answered twice as many
-/// of a random word's pairs, but ran slower: its misses leave L1.)
+/// fields the loop would store back on every call). A miss costs about a fifth of a walk:
+/// the memo is consulted in windows of `MEMO_WINDOW` calls, and a window with under a
+/// quarter hits turns it off for the next `MEMO_REST` calls. A long random word asks each
+/// distinct pair about three times, far apart: a memo of 2^12 slots rarely keeps them, one
+/// sized to the word (see `MEMO_MAX_BITS`) answered about half of gpt2's pairs on 1 MB of
+/// random a–z and stays on (fewer instructions; its misses leave L1).
 struct MemoCtl {
     window: u32,
     hits: u32,
     rest: u32,
+    /// 64 − log2 of the memo's slots: a key's slot is its hash's top bits.
+    shift: u32,
 }
 
+/// Memo slots: 2^MEMO_BITS at least, about one per `MEMO_BYTES_PER_SLOT` bytes of the word
+/// up to 2^MEMO_MAX_BITS (2 MB); memos over 2^MEMO_KEEP_BITS slots are freed after the call
+/// (`State::trim`).
 const MEMO_BITS: u32 = 12;
+const MEMO_MAX_BITS: u32 = 18;
+const MEMO_KEEP_BITS: u32 = 16;
+const MEMO_BYTES_PER_SLOT: usize = 4;
 const MEMO_EMPTY: u64 = u64::MAX;
 const MEMO_WINDOW: u32 = 1024;
 const MEMO_REST: u32 = 16 * MEMO_WINDOW;
@@ -122,6 +136,10 @@ impl State {
         }
         if self.dead.capacity() > KEEP {
             self.dead = Vec::new();
+        }
+        if self.memo.len() > 1 << MEMO_KEEP_BITS {
+            self.memo = Vec::new();
+            self.owner = 0;
         }
     }
 }
@@ -424,6 +442,7 @@ impl Backtrack {
             nodes: Vec::new(),
             label,
             wide,
+            root2: Vec::new(),
         };
         // Reachability, splits and prefix links, shortest first. The trie's end marks of
         // tokens found unreachable are removed as we go, so `exact` finds only reachable
@@ -512,7 +531,27 @@ impl Backtrack {
             tok.lmin = lmin;
         }
         bt.nodes = nodes;
+        bt.root2 = bt.first_two_levels()?;
         Some(bt)
+    }
+
+    /// `root2` (see there), from the finished trie.
+    fn first_two_levels(&self) -> Option<Vec<u64>> {
+        let root = self.nodes.first()?;
+        let mut root2 = vec![(u64::from(NONE) << 32) | u64::from(NONE); 1 << 16];
+        for b0 in 0..=255u8 {
+            let Some(n1) = self.nodes.get(self.child(root, b0) as usize) else {
+                continue;
+            };
+            for b1 in 0..=255u8 {
+                let n2 = self.child(n1, b1);
+                let t2 = self.nodes.get(n2 as usize).map_or(NONE, |n| n.tok);
+                let best = if t2 != NONE { t2 } else { n1.tok };
+                *root2.get_mut((usize::from(b0) << 8) | usize::from(b1))? =
+                    (u64::from(n2) << 32) | u64::from(best);
+            }
+        }
+        Some(root2)
     }
 
     /// The trie of the byte-sorted strings, laid out breadth first. Built without hashing:
@@ -671,11 +710,24 @@ impl Backtrack {
     /// The longest reachable token that is a prefix of `s` (dense), or NONE.
     #[inline]
     fn longest(&self, s: &[u8]) -> u32 {
-        let Some(mut node) = self.nodes.first() else {
-            return NONE;
+        let (mut node, mut best, rest) = match s {
+            &[b0, b1, ref rest @ ..] => {
+                let at = (usize::from(b0) << 8) | usize::from(b1);
+                let Some(&e) = self.root2.get(at) else {
+                    return NONE;
+                };
+                let best = e as u32;
+                let Some(node) = self.nodes.get((e >> 32) as usize) else {
+                    return best;
+                };
+                (node, best, rest)
+            }
+            _ => match self.nodes.first() {
+                Some(root) => (root, NONE, s),
+                None => return NONE,
+            },
         };
-        let mut best = NONE;
-        for &b in s {
+        for &b in rest {
             let Some(next) = self.nodes.get(self.child(node, b) as usize) else {
                 break;
             };
@@ -712,7 +764,7 @@ impl Backtrack {
                 ctl.window = 0;
                 ctl.hits = 0;
             }
-            let at = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - MEMO_BITS)) as usize;
+            let at = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> ctl.shift) as usize;
             if let Some(&e) = memo.get(at) {
                 if e >> 1 == key {
                     ctl.hits += 1;
@@ -745,15 +797,19 @@ impl Backtrack {
         st.stack.clear();
         st.dead.clear();
         st.dead.resize(n / 64 + 1, 0);
-        if st.owner != self.uid {
+        let want = (n / MEMO_BYTES_PER_SLOT)
+            .next_power_of_two()
+            .clamp(1 << MEMO_BITS, 1 << MEMO_MAX_BITS);
+        if st.owner != self.uid || st.memo.len() < want {
             st.memo.clear();
-            st.memo.resize(1 << MEMO_BITS, MEMO_EMPTY);
+            st.memo.resize(want, MEMO_EMPTY);
             st.owner = self.uid;
         }
         let mut ctl = MemoCtl {
             window: 0,
             hits: 0,
             rest: 0,
+            shift: 64 - st.memo.len().trailing_zeros(),
         };
         let memo = &mut st.memo[..];
         let is_dead =
@@ -998,6 +1054,48 @@ mod tests {
             }
         }
         assert!(words > 300, "{words}");
+    }
+
+    #[test]
+    fn matches_the_heap_on_very_long_words_over_few_letters() {
+        // Words of 20K-280K letters over 2-4 letters, where backtracking goes deepest: the
+        // memo is sized to the word (more than its minimum of slots), and a `State` that
+        // served a long word serves a short one and a longer one after it.
+        let mut rng = Rng(0x8CB9_2BA7_2F3D_8DD7);
+        let mut words = 0;
+        for round in 0..60 {
+            let k = 2 + (round % 3) as u8;
+            let t = table(&mut rng, k);
+            let Some(bt) = built(&t) else {
+                continue;
+            };
+            let lookup = |a: u32, b: u32| t.merges.get(&key(a, b)).copied();
+            let mut st = State::default();
+            for i in 0..3 {
+                let target = match i {
+                    // Past `MEMO_KEEP_BITS`: the memo is freed by `trim`, then rebuilt.
+                    0 if round % 6 == 0 => 280_000,
+                    1 => 300,
+                    _ => 20_000 + rng.next(100_000) as usize,
+                };
+                let mut w = String::new();
+                while w.len() < target {
+                    w.push_str(&word(&mut rng, k));
+                }
+                let want = heap(w.chars().map(|c| (t.ids[&c.to_string()], 1)), lookup);
+                let mut got = Vec::new();
+                assert!(bt.encode(w.as_bytes(), &mut st, |id, len| got.push((id, len))));
+                assert!(
+                    got == want,
+                    "merges {:?}, word of {} letters",
+                    t.merges,
+                    w.len()
+                );
+                words += 1;
+                st.trim();
+            }
+        }
+        assert!(words > 90, "{words}");
     }
 
     /// The standalone run of `syms` done the plain way (lowest rank, leftmost first), with
