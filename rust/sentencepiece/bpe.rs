@@ -111,6 +111,8 @@ pub struct SpBpe {
     space_runs_last: bool,
     /// Lookup key of `▁` (`DEAD` if no piece has it).
     space_key: u32,
+    /// Bit `b`: ASCII character `b` has a live key (is not `DEAD`).
+    ascii_live: u128,
 }
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
@@ -297,6 +299,7 @@ impl SpBpe {
             backtrack: Lazy::default(),
             space_runs_last: false,
             space_key: DEAD,
+            ascii_live: 0,
         };
         let mut char_ids: AHashMap<char, u32> = AHashMap::new();
         let mut virtual_out: Vec<u32> = Vec::new();
@@ -375,6 +378,9 @@ impl SpBpe {
         sb.pairs = PairTable::new(&pairs, n + virtual_out.len() as u32, &sb.ranks);
         sb.chars = CharKeys::new(&char_ids);
         sb.space_key = sb.chars.at(SPACE, 0).0;
+        sb.ascii_live = (0..128u8)
+            .filter(|&b| sb.chars.at(&[b], 0).0 != DEAD)
+            .fold(0, |m, b| m | 1u128 << b);
         sb.virtual_chars = vec!['\0'; virtual_out.len()];
         for (&c, &k) in &char_ids {
             if let Some(slot) = k
@@ -631,6 +637,26 @@ impl SpBpe {
         if plain && bytes.len() > 4 * SHORT {
             return self.merge_long(text, base, sc);
         }
+        // What the loop below finds for most words, seen without reading each symbol's key:
+        // an optional `▁` (live) and live ASCII characters have no `DEAD` symbol, no `▁▁` and
+        // no other multi-byte character. Such a span of more than `SHORT` symbols would go to
+        // `merge_long`, which gives it whole to the same encoder (a stretch without `DEAD`).
+        if plain && self.plain_ascii(bytes) {
+            if let Some(bt) = self.backtracker() {
+                let start = sc.out_ids.len();
+                let mut pos = base;
+                let out = &mut sc.out_ids;
+                let ok = bt.encode(bytes, &mut sc.word.bt, |key, len| {
+                    let end = pos + len as usize;
+                    out.push((self.output_id(key, &[]), pos, end));
+                    pos = end;
+                });
+                if ok {
+                    return;
+                }
+                sc.out_ids.truncate(start);
+            }
+        }
         let mut keys = [0u32; SHORT];
         let mut lens = [0u32; SHORT];
         let mut n = 0;
@@ -683,6 +709,19 @@ impl SpBpe {
             sc.out_ids.push((id, base + pos, base + end));
             pos = end;
         }
+    }
+
+    /// Whether `bytes` is an optional leading `▁` with a live key, then only ASCII characters
+    /// with live keys.
+    #[inline]
+    fn plain_ascii(&self, bytes: &[u8]) -> bool {
+        let rest = match bytes.strip_prefix(SPACE) {
+            Some(rest) if self.space_key != DEAD => rest,
+            Some(_) => return false,
+            None => bytes,
+        };
+        rest.iter()
+            .all(|&b| b < 0x80 && (self.ascii_live >> b) & 1 == 1)
     }
 
     /// The backtracking encoder (`models::bpe::backtrack`) over the pieces a stretch of live
@@ -1343,7 +1382,8 @@ mod tests {
         for _ in 0..2000 {
             let len = (next() % 90) as usize;
             let t: String = (0..len)
-                .map(|_| ['a', 'b', 'a', 'b', '▁', 'é'][(next() % 6) as usize])
+                // 'x' is no piece: a DEAD ASCII character.
+                .map(|_| ['a', 'b', 'a', 'b', '▁', 'é', 'x'][(next() % 7) as usize])
                 .collect();
             let (mut a, mut b) = (Vec::new(), Vec::new());
             m.0.segment(&t, &mut a).unwrap();
