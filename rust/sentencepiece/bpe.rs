@@ -111,6 +111,8 @@ pub struct SpBpe {
     space_runs_last: bool,
     /// Lookup key of `▁` (`DEAD` if no piece has it).
     space_key: u32,
+    /// Bit `b`: ASCII character `b` has a live key (is not `DEAD`).
+    ascii_live: u128,
 }
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
@@ -297,6 +299,7 @@ impl SpBpe {
             backtrack: Lazy::default(),
             space_runs_last: false,
             space_key: DEAD,
+            ascii_live: 0,
         };
         let mut char_ids: AHashMap<char, u32> = AHashMap::new();
         let mut virtual_out: Vec<u32> = Vec::new();
@@ -375,6 +378,9 @@ impl SpBpe {
         sb.pairs = PairTable::new(&pairs, n + virtual_out.len() as u32, &sb.ranks);
         sb.chars = CharKeys::new(&char_ids);
         sb.space_key = sb.chars.at(SPACE, 0).0;
+        sb.ascii_live = (0..128u8)
+            .filter(|&b| sb.chars.at(&[b], 0).0 != DEAD)
+            .fold(0, |m, b| m | 1u128 << b);
         sb.virtual_chars = vec!['\0'; virtual_out.len()];
         for (&c, &k) in &char_ids {
             if let Some(slot) = k
@@ -434,12 +440,13 @@ impl SpBpe {
     /// `piece_to_id(text)` gives (a symbol with a key below `DEAD` has that key's string as
     /// its text, so `key_out` holds the answer).
     #[inline]
-    fn output_id(&self, key: u32, text: &str) -> u32 {
+    fn output_id(&self, key: u32, text: &[u8]) -> u32 {
         if key == DEAD {
             if self.dead_is_unk {
                 self.unk_id
             } else {
-                self.piece_to_id(text)
+                // `text` lies between character boundaries of a `str`, so it is UTF-8.
+                std::str::from_utf8(text).map_or(self.unk_id, |s| self.piece_to_id(s))
             }
         } else {
             self.key_out
@@ -456,7 +463,8 @@ impl SpBpe {
 
 impl Segmenter for SpBpe {
     fn segment(&self, normalized: &str, out: &mut Vec<SpPiece>) -> Result<()> {
-        self.with_runs(normalized, |sc| self.emit(normalized, out, sc))
+        let bytes = normalized.as_bytes();
+        self.with_runs(bytes, |sc| self.emit(bytes, out, sc))
     }
 }
 
@@ -487,7 +495,7 @@ impl SpBpe {
     /// an empty input.
     fn with_runs(
         &self,
-        normalized: &str,
+        normalized: &[u8],
         mut f: impl FnMut(&mut Scratch) -> Result<()>,
     ) -> Result<()> {
         if normalized.is_empty() {
@@ -504,7 +512,9 @@ impl SpBpe {
 
     /// Segment `normalized` and append only the output ids (what `segment` gives, without the
     /// spans): the same runs, then the same unknown fusion and byte fallback as `emit`.
-    pub fn segment_ids(&self, normalized: &str, out: &mut Vec<u32>) -> Result<()> {
+    /// `normalized` is the bytes of a normalized `str` (the segmenter reads bytes only, so a
+    /// caller may build them without a UTF-8 check; see `SpNormalizer::normalize_bytes`).
+    pub fn segment_ids(&self, normalized: &[u8], out: &mut Vec<u32>) -> Result<()> {
         self.with_runs(normalized, |sc| {
             let mut prev_unk = false;
             for &(id, s, e) in &sc.out_ids {
@@ -516,7 +526,7 @@ impl SpBpe {
                 };
                 if id == self.unk_id {
                     if self.byte_fallback {
-                        let piece = normalized.as_bytes().get(s..e).unwrap_or_default();
+                        let piece = normalized.get(s..e).unwrap_or_default();
                         out.extend(piece.iter().map(|&b| self.byte_ids[usize::from(b)]));
                     } else if !prev_unk {
                         out.push(id);
@@ -534,25 +544,25 @@ impl SpBpe {
     /// The final symbols of `text` as (output id, start, end) in `sc.out_ids`, before unknown
     /// fusion and byte fallback: span by span through this thread's cache when the string
     /// may be cut, else as one sequence.
-    fn runs(&self, text: &str, sc: &mut Scratch) {
+    fn runs(&self, text: &[u8], sc: &mut Scratch) {
         sc.out_ids.clear();
         if self.cut == Cut::Never {
             self.merge_span(text, 0, sc);
             return;
         }
         with_span_table(self.uid, |mut table| {
-            let bytes = text.as_bytes();
+            let bytes = text;
             let mut start = 0;
             while start < bytes.len() {
                 let end = self.span_end(bytes, start);
-                let span = text.get(start..end).unwrap_or("");
+                let span = text.get(start..end).unwrap_or_default();
                 match table.as_deref_mut() {
                     Some(t) if span.len() <= LONG_MAX_SPAN => {
-                        if !t.get(span.as_bytes(), start, &mut sc.out_ids) {
+                        if !t.get(span, start, &mut sc.out_ids) {
                             let from = sc.out_ids.len();
                             self.merge_span(span, start, sc);
                             if let Some(runs) = sc.out_ids.get(from..) {
-                                t.set(span.as_bytes(), runs);
+                                t.set(span, runs);
                             }
                         }
                     }
@@ -569,8 +579,8 @@ impl SpBpe {
     fn segment_whole(&self, text: &str, out: &mut Vec<SpPiece>) -> Result<()> {
         let mut sc = Scratch::default();
         sc.out_ids.clear();
-        self.merge_span_heap(text, 0, &mut sc);
-        self.emit(text, out, &mut sc)
+        self.merge_span_heap(text.as_bytes(), 0, &mut sc);
+        self.emit(text.as_bytes(), out, &mut sc)
     }
 
     /// End of the span that starts at `start` (a char boundary): the next cut, or the end.
@@ -616,16 +626,36 @@ impl SpBpe {
     /// sequence and append its final symbols, UNUSED pieces split back, to `sc.out_ids`.
     /// Short spans of vocabularies without UNUSED pieces take `merge_short`, which applies
     /// the same rule as the heap engine (see there); the others take the heap engine.
-    fn merge_span(&self, text: &str, base: usize, sc: &mut Scratch) {
+    fn merge_span(&self, text: &[u8], base: usize, sc: &mut Scratch) {
         if self.has_unused {
             return self.merge_span_heap(text, base, sc);
         }
-        let bytes = text.as_bytes();
+        let bytes = text;
         let plain = self.user_defined.is_empty();
         // Without user-defined pieces a symbol is one character of at most 4 bytes: a span
         // longer than this has more than `SHORT` symbols, so skip reading them here.
         if plain && bytes.len() > 4 * SHORT {
             return self.merge_long(text, base, sc);
+        }
+        // What the loop below finds for most words, seen without reading each symbol's key:
+        // an optional `▁` (live) and live ASCII characters have no `DEAD` symbol, no `▁▁` and
+        // no other multi-byte character. Such a span of more than `SHORT` symbols would go to
+        // `merge_long`, which gives it whole to the same encoder (a stretch without `DEAD`).
+        if plain && self.plain_ascii(bytes) {
+            if let Some(bt) = self.backtracker() {
+                let start = sc.out_ids.len();
+                let mut pos = base;
+                let out = &mut sc.out_ids;
+                let ok = bt.encode(bytes, &mut sc.word.bt, |key, len| {
+                    let end = pos + len as usize;
+                    out.push((self.output_id(key, &[]), pos, end));
+                    pos = end;
+                });
+                if ok {
+                    return;
+                }
+                sc.out_ids.truncate(start);
+            }
         }
         let mut keys = [0u32; SHORT];
         let mut lens = [0u32; SHORT];
@@ -662,7 +692,7 @@ impl SpBpe {
                 let out = &mut sc.out_ids;
                 let ok = bt.encode(bytes, &mut sc.word.bt, |key, len| {
                     let end = pos + len as usize;
-                    out.push((self.output_id(key, ""), pos, end));
+                    out.push((self.output_id(key, &[]), pos, end));
                     pos = end;
                 });
                 if ok {
@@ -675,10 +705,23 @@ impl SpBpe {
         let mut pos = 0usize;
         for (&key, &len) in keys.iter().zip(&lens).take(m) {
             let end = pos + len as usize;
-            let id = self.output_id(key, text.get(pos..end).unwrap_or(""));
+            let id = self.output_id(key, text.get(pos..end).unwrap_or_default());
             sc.out_ids.push((id, base + pos, base + end));
             pos = end;
         }
+    }
+
+    /// Whether `bytes` is an optional leading `▁` with a live key, then only ASCII characters
+    /// with live keys.
+    #[inline]
+    fn plain_ascii(&self, bytes: &[u8]) -> bool {
+        let rest = match bytes.strip_prefix(SPACE) {
+            Some(rest) if self.space_key != DEAD => rest,
+            Some(_) => return false,
+            None => bytes,
+        };
+        rest.iter()
+            .all(|&b| b < 0x80 && (self.ascii_live >> b) & 1 == 1)
     }
 
     /// The backtracking encoder (`models::bpe::backtrack`) over the pieces a stretch of live
@@ -735,11 +778,11 @@ impl SpBpe {
     /// stretches of live symbols between them merge independently (without UNUSED pieces the
     /// order of merges across stretches changes no result): each goes to the backtracking
     /// encoder, unless the span holds `▁▁` or the model has no encoder (then the heap).
-    fn merge_long(&self, text: &str, base: usize, sc: &mut Scratch) {
+    fn merge_long(&self, text: &[u8], base: usize, sc: &mut Scratch) {
         let Some(bt) = self.backtracker() else {
             return self.merge_span_heap(text, base, sc);
         };
-        let bytes = text.as_bytes();
+        let bytes = text;
         sc.dead.clear();
         let plain = self.user_defined.is_empty();
         let mut i = 0;
@@ -778,7 +821,7 @@ impl SpBpe {
                 let out = &mut sc.out_ids;
                 let ok = bt.encode(seg, &mut sc.word.bt, |key, len| {
                     let end = pos + len as usize;
-                    out.push((self.output_id(key, ""), pos, end));
+                    out.push((self.output_id(key, &[]), pos, end));
                     pos = end;
                 });
                 if !ok {
@@ -806,8 +849,8 @@ impl SpBpe {
     /// whitespace-run pieces merge, among the first k - 1 spaces and the first symbol of
     /// `▁B`'s result if that is a lone `▁` (nothing else there starts with `▁`): the
     /// standalone run of those spaces. Anything else goes to the heap.
-    fn merge_space_run(&self, text: &str, base: usize, sc: &mut Scratch) {
-        let bytes = text.as_bytes();
+    fn merge_space_run(&self, text: &[u8], base: usize, sc: &mut Scratch) {
+        let bytes = text;
         let mut k = 0;
         while bytes.get(k * 3..k * 3 + 3) == Some(SPACE) {
             k += 1;
@@ -842,8 +885,8 @@ impl SpBpe {
 
     /// `merge_span` through the heap engine (`Word::merge_all`), for any length and with
     /// UNUSED resegmentation.
-    fn merge_span_heap(&self, text: &str, base: usize, sc: &mut Scratch) {
-        let bytes = text.as_bytes();
+    fn merge_span_heap(&self, text: &[u8], base: usize, sc: &mut Scratch) {
+        let bytes = text;
         let word = &mut sc.word;
         word.clear();
         sc.rev.clear();
@@ -871,7 +914,7 @@ impl SpBpe {
             sc.stack.clear();
             sc.stack.push((key, start, end));
             while let Some((key, s, e)) = sc.stack.pop() {
-                let piece = text.get(s..e).unwrap_or("");
+                let piece = text.get(s..e).unwrap_or_default();
                 let id = self.output_id(key, piece);
                 if self.has_unused && self.kind(id) == Some(PieceType::Unused) {
                     if let Some(&(l, r)) = sc.rev.get(&id) {
@@ -888,7 +931,7 @@ impl SpBpe {
     }
 
     /// Turn the final symbols into pieces: unknown runs fuse, or fall back to bytes.
-    fn emit(&self, text: &str, out: &mut Vec<SpPiece>, sc: &mut Scratch) -> Result<()> {
+    fn emit(&self, text: &[u8], out: &mut Vec<SpPiece>, sc: &mut Scratch) -> Result<()> {
         let mut prev_unk = false;
         for &(id, s, e) in &sc.out_ids {
             // A symbol whose text is a CONTROL piece (a character typed CONTROL) is unknown in
@@ -902,9 +945,9 @@ impl SpBpe {
             match self.kind(id) {
                 _ if id == self.unk_id => {
                     if self.byte_fallback {
-                        let piece = text.get(s..e).unwrap_or("");
+                        let piece = text.get(s..e).unwrap_or_default();
                         let nb = piece.len();
-                        for (k, b) in piece.bytes().enumerate() {
+                        for (k, &b) in piece.iter().enumerate() {
                             let end = if k + 1 == nb { e } else { s };
                             out.push(SpPiece {
                                 id: self.byte_ids[b as usize],
@@ -939,11 +982,15 @@ impl SpBpe {
     }
 
     /// Byte length of the symbol with lookup id `key` that starts `piece`.
-    fn symbol_len(&self, key: u32, piece: &str) -> usize {
+    fn symbol_len(&self, key: u32, piece: &[u8]) -> usize {
         let n = self.kinds.len() as u32;
         if key >= n {
             // A single character.
-            piece.chars().next().map_or(0, char::len_utf8)
+            if piece.is_empty() {
+                0
+            } else {
+                self.chars.at(piece, 0).1
+            }
         } else {
             self.lens.get(key as usize).map_or(0, |&l| l as usize)
         }
@@ -1225,7 +1272,7 @@ mod tests {
                 m.0.segment_whole(&t, &mut b).unwrap();
                 assert_eq!(a, b, "{t:?}");
                 let mut ids = Vec::new();
-                m.0.segment_ids(&t, &mut ids).unwrap();
+                m.0.segment_ids(t.as_bytes(), &mut ids).unwrap();
                 assert!(ids.iter().eq(b.iter().map(|p| &p.id)), "{t:?}");
                 let bytes = t.as_bytes();
                 if !t.is_empty() && m.0.span_end(bytes, 0) < bytes.len() {
@@ -1335,7 +1382,8 @@ mod tests {
         for _ in 0..2000 {
             let len = (next() % 90) as usize;
             let t: String = (0..len)
-                .map(|_| ['a', 'b', 'a', 'b', '▁', 'é'][(next() % 6) as usize])
+                // 'x' is no piece: a DEAD ASCII character.
+                .map(|_| ['a', 'b', 'a', 'b', '▁', 'é', 'x'][(next() % 7) as usize])
                 .collect();
             let (mut a, mut b) = (Vec::new(), Vec::new());
             m.0.segment(&t, &mut a).unwrap();
@@ -1417,7 +1465,7 @@ mod tests {
                 m.0.segment_whole(&t, &mut b).unwrap();
                 assert_eq!(a, b, "round {round}, text {t:?}, pieces {:?}", m.1);
                 let mut ids = Vec::new();
-                m.0.segment_ids(&t, &mut ids).unwrap();
+                m.0.segment_ids(t.as_bytes(), &mut ids).unwrap();
                 assert!(ids.iter().eq(b.iter().map(|p| &p.id)), "{t:?}");
                 long += usize::from(t.chars().count() > SHORT);
                 runs += usize::from(

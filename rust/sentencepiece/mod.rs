@@ -372,7 +372,7 @@ impl SentencePiece {
                 let rest = normalized
                     .strip_prefix(prefix)
                     .ok_or_else(|| Error::other("sentencepiece: the dummy prefix is missing"))?;
-                bpe.segment_ids(rest, out)
+                bpe.segment_ids(rest.as_bytes(), out)
             });
             cell.set(normalized);
             r
@@ -624,12 +624,23 @@ impl SentencePiece {
     /// unk, fuses unknown runs and applies byte fallback, every piece covers its span, so
     /// the token loop only copies ids (`segment_ids` repeats `emit`'s id logic exactly).
     fn encode_ids_bpe(&self, bpe: &bpe::SpBpe, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        if let Some(r) = NORMALIZED_BYTES.with(|cell| {
+            let mut normalized = cell.take();
+            let r = self
+                .normalizer
+                .normalize_bytes(text, &mut normalized)
+                .then(|| bpe.segment_ids(&normalized, out));
+            cell.set(normalized);
+            r
+        }) {
+            return r;
+        }
         NORMALIZED.with(|cell| {
             let mut normalized = cell.take();
             let r = self
                 .normalizer
                 .normalize_text(text, &mut normalized)
-                .and_then(|()| bpe.segment_ids(&normalized, out));
+                .and_then(|()| bpe.segment_ids(normalized.as_bytes(), out));
             cell.set(normalized);
             r
         })
@@ -887,6 +898,7 @@ struct Scratch {
 thread_local! {
     static SCRATCH: std::cell::Cell<Scratch> = std::cell::Cell::new(Scratch::default());
     static NORMALIZED: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
+    static NORMALIZED_BYTES: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
     static TOKENS: std::cell::Cell<Vec<SpToken>> = const { std::cell::Cell::new(Vec::new()) };
 }
 

@@ -111,6 +111,44 @@ pub(crate) fn valid_char_len(s: &[u8]) -> Option<usize> {
 /// The code point of the 2- or 3-byte character at the start of `s` when it is valid (as
 /// `valid_char_len` decides), else `None`.
 #[inline]
+/// Append `input` to `out` with every space as `▁`, eight bytes at a time: a word without
+/// a space is copied as one fixed-size store; one with a space is stored whole, cut back to
+/// the space and followed by `▁` (`push_str` of each space-free run paid a `memcpy` call a
+/// word). Chunks may end inside a character: bytes are copied as they are, so the result is
+/// the input with its spaces replaced, UTF-8 when the input is.
+fn escape_spaces(input: &[u8], out: &mut Vec<u8>) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    const SPACES: u64 = 0x2020_2020_2020_2020;
+    let space = SPACE_SYMBOL.as_bytes();
+    let mut i = 0;
+    while let Some(chunk) = input
+        .get(i..i + 8)
+        .and_then(|c| <[u8; 8]>::try_from(c).ok())
+    {
+        out.extend_from_slice(&chunk);
+        let x = u64::from_le_bytes(chunk) ^ SPACES;
+        // Flags the zero bytes of `x` exactly up to and including the first (a borrow only
+        // flags bytes above a zero byte): its lowest flag is the first space.
+        let hit = x.wrapping_sub(ONES) & !x & HIGH;
+        if hit == 0 {
+            i += 8;
+            continue;
+        }
+        let j = (hit.trailing_zeros() / 8) as usize;
+        out.truncate(out.len() - (8 - j));
+        out.extend_from_slice(space);
+        i += j + 1;
+    }
+    for &b in input.get(i..).unwrap_or_default() {
+        if b == b' ' {
+            out.extend_from_slice(space);
+        } else {
+            out.push(b);
+        }
+    }
+}
+
 fn bmp_code_point(s: &[u8]) -> Option<u32> {
     let n = valid_char_len(s)?;
     let t = |i: usize| s.get(i).map_or(0, |&b| u32::from(b & 0x3f));
@@ -565,6 +603,42 @@ impl SpNormalizer {
         }
     }
 
+    /// `normalize_text`'s result as bytes, for the identity normalizer only (else false and
+    /// `out` untouched): what `normalize_identity` writes, with the spaces escaped eight
+    /// bytes at a time (see `escape_spaces`). Bytes, not a `String`, because the result
+    /// would otherwise need a UTF-8 check to become one, which costs more than the escaping
+    /// (every `▁` is a multi-byte character, off the check's ASCII fast path).
+    pub fn normalize_bytes(&self, input: &str, out: &mut Vec<u8>) -> bool {
+        if !(self.charsmap.is_empty()
+            && self.user_defined.is_none()
+            && !self.remove_extra_whitespaces)
+        {
+            return false;
+        }
+        out.clear();
+        if input.is_empty() {
+            return true;
+        }
+        let space = if self.escape_whitespaces {
+            SPACE_SYMBOL.as_bytes()
+        } else {
+            b" "
+        };
+        out.reserve(input.len() + input.len() / 2 + 16);
+        if self.add_dummy_prefix && !self.treat_whitespace_as_suffix {
+            out.extend_from_slice(space);
+        }
+        if self.escape_whitespaces {
+            escape_spaces(input.as_bytes(), out);
+        } else {
+            out.extend_from_slice(input.as_bytes());
+        }
+        if self.add_dummy_prefix && self.treat_whitespace_as_suffix {
+            out.extend_from_slice(space);
+        }
+        true
+    }
+
     fn normalize_with<A: Align>(
         &self,
         input: &str,
@@ -811,6 +885,43 @@ mod tests {
             assert_eq!(fast.ascii_plain, u128::MAX);
             agree(&fast, &general, &alphabet, 500, 12, &mut x, flags);
         }
+    }
+
+    #[test]
+    fn normalize_bytes_matches_the_general_path() {
+        // The aligned `normalize` never takes the identity shortcut: it is the reference.
+        // Texts up to 40 characters, so spaces fall at every offset of the eight-byte words,
+        // next to multi-byte characters cut by a word's end.
+        let alphabet: Vec<char> = "ab    \u{3000}é\t.\0😀\u{2581}中".chars().collect();
+        let mut next = crate::test_rng(0x0bad_cafe_1234_5678);
+        let mut got = Vec::new();
+        for flags in 0..16u32 {
+            let n = SpNormalizer {
+                add_dummy_prefix: flags & 1 != 0,
+                remove_extra_whitespaces: flags & 2 != 0,
+                escape_whitespaces: flags & 4 != 0,
+                treat_whitespace_as_suffix: flags & 8 != 0,
+                ..Default::default()
+            };
+            for _ in 0..400 {
+                let len = (next() % 41) as usize;
+                let text: String = (0..len)
+                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                    .collect();
+                got.push(0xAA);
+                if !n.normalize_bytes(&text, &mut got) {
+                    assert!(n.remove_extra_whitespaces, "{flags}");
+                    continue;
+                }
+                assert_eq!(got, norm(&n, &text).0.as_bytes(), "{flags} {text:?}");
+            }
+        }
+        let with_rules = SpNormalizer {
+            user_defined: Some(ByteTrie::build(vec![("ab".as_bytes(), 7)])),
+            remove_extra_whitespaces: false,
+            ..default_norm()
+        };
+        assert!(!with_rules.normalize_bytes("a b", &mut got));
     }
 
     /// `n` generated texts (up to `max_len` characters of `alphabet`) normalize alike.
