@@ -569,6 +569,14 @@ impl SentencePiece {
         if normalized.is_empty() {
             return Ok(());
         }
+        if let Some(r) = self
+            .unigram
+            .as_ref()
+            .and_then(|u| u.encode_normalized_ids(normalized, self.byte_ids.is_some(), out))
+        {
+            // The ids of the loop below, without the spans (see `encode_normalized_ids`).
+            return r;
+        }
         pieces.clear();
         self.segmenter.segment(normalized, pieces)?;
         let nlen = normalized.len();

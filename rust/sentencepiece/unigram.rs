@@ -377,11 +377,11 @@ impl SpUnigram {
     /// as one lattice over the whole text, and the same pieces. Words are cut further where
     /// `Cuts` allows (by the same argument), and a cache hit needs no lattice: its pieces are
     /// pushed directly and the running score summed along them.
-    fn segment_words(
+    fn segment_words<S: Sink>(
         &self,
         bytes: &[u8],
         best: &mut Vec<Best>,
-        out: &mut Vec<SpPiece>,
+        out: &mut S,
         cache: &mut WordCache,
     ) -> Result<()> {
         let n = bytes.len();
@@ -480,7 +480,7 @@ impl SpUnigram {
     /// serves when it applies to `x` (a miss makes it from the word's exact lattice, as
     /// `word_slow`); else the word is taken segment by segment (`segments`).
     #[allow(clippy::too_many_arguments)]
-    #[inline]
+    #[inline(always)]
     fn word<S: Sink>(
         &self,
         spaced: bool,
@@ -671,43 +671,86 @@ impl SpUnigram {
         SPANS.with(|cell| {
             let mut words = cell.take();
             let r = if normalizer.plain_words(text, &mut words) {
-                let before = out.len();
-                let mut sink = IdSink {
-                    ids: out,
-                    unk: self.unk_id,
-                    saw_unk: false,
-                };
-                let r = LATTICE.with(|lc| {
-                    let mut best = lc.take();
-                    let r = WORDS.with(|w| {
-                        let mut caches = w.take();
-                        let cache = cache_for(&mut caches, self.uid);
-                        let r = self.plain_words_into(
-                            text.as_bytes(),
-                            &words,
-                            &mut best,
-                            cache,
-                            &mut sink,
-                        );
-                        w.set(caches);
-                        r
-                    });
-                    lc.set(best);
-                    r
-                });
-                let saw_unk = sink.saw_unk;
-                if r.is_err() || saw_unk && byte_fallback {
-                    out.truncate(before);
-                } else if saw_unk {
-                    fuse_unknown_runs(out, before, self.unk_id);
-                }
-                (!(saw_unk && byte_fallback)).then_some(r)
+                self.ids_with_cache(byte_fallback, out, |best, cache, sink| {
+                    self.plain_words_into(text.as_bytes(), &words, best, cache, sink)
+                })
             } else {
                 None
             };
             cell.set(words);
             r
         })
+    }
+
+    /// `encode_ids` of an already normalized string: `segment_words` keeping only the ids
+    /// (no spans for the facade's token loop, whose only effects on ids with these pieces
+    /// are the unknown-run fusion and byte fallback; see `ids_with_cache`). `None` (nothing
+    /// appended) when the model has pieces across `▁` or an unknown piece occurs with
+    /// `byte_fallback`.
+    pub(crate) fn encode_normalized_ids(
+        &self,
+        normalized: &str,
+        byte_fallback: bool,
+        out: &mut Vec<u32>,
+    ) -> Option<Result<()>> {
+        let bytes = normalized.as_bytes();
+        if !self.words_ok || bytes.len() >= u32::MAX as usize {
+            return None;
+        }
+        let r = self.ids_with_cache(byte_fallback, out, |best, cache, sink| {
+            self.segment_words(bytes, best, sink, cache)
+        });
+        if bytes.len() < (1 << 16) {
+            LATTICE.with(|lc| {
+                // As `segment`: no huge lattice kept alive for one outsized input.
+                let best = lc.take();
+                lc.set(if best.capacity() > (1 << 20) {
+                    Vec::new()
+                } else {
+                    best
+                });
+            });
+        }
+        r
+    }
+
+    /// Run `f` with this thread's lattice and this model's word cache into ids appended to
+    /// `out`, then fuse unknown runs as the facade's token loop does (an unknown id right
+    /// after another is dropped; only unknown pieces have the unknown id, and no CONTROL
+    /// piece is matchable). `None`, with nothing appended, when an unknown piece occurred
+    /// with `byte_fallback` (the token loop's byte pieces need the spans); on an error
+    /// nothing is appended either.
+    fn ids_with_cache(
+        &self,
+        byte_fallback: bool,
+        out: &mut Vec<u32>,
+        f: impl FnOnce(&mut Vec<Best>, &mut WordCache, &mut IdSink<'_>) -> Result<()>,
+    ) -> Option<Result<()>> {
+        let before = out.len();
+        let mut sink = IdSink {
+            ids: out,
+            unk: self.unk_id,
+            saw_unk: false,
+        };
+        let r = LATTICE.with(|lc| {
+            let mut best = lc.take();
+            let r = WORDS.with(|w| {
+                let mut caches = w.take();
+                let cache = cache_for(&mut caches, self.uid);
+                let r = f(&mut best, cache, &mut sink);
+                w.set(caches);
+                r
+            });
+            lc.set(best);
+            r
+        });
+        let saw_unk = sink.saw_unk;
+        if r.is_err() || saw_unk && byte_fallback {
+            out.truncate(before);
+        } else if saw_unk {
+            fuse_unknown_runs(out, before, self.unk_id);
+        }
+        (!(saw_unk && byte_fallback)).then_some(r)
     }
 
     /// The loop of `encode_plain_words` (`words`: byte ranges of `text`).
@@ -1097,7 +1140,10 @@ const MAX_WORD: usize = 24;
 const MAX_STEPS: usize = 6;
 /// Marks a path step that is an unknown character (in `Slot::lens`).
 const UNK_STEP: u8 = 0x80;
-const SETS: usize = 1 << 14;
+/// Sets of the word cache: 64K slots of 64 bytes, 4 MB per model and thread. (Half of it
+/// held too few of a corpus's words: on 0.5 MB of new prose after 0.5 MB of warm-up, 16K sets
+/// cost 7 % more instructions, mostly exact lattices of evicted words.)
+const SETS: usize = 1 << 15;
 
 /// A segment of a word (see `Cuts`), as `SpUnigram::word` takes it.
 struct Seg {
