@@ -61,6 +61,13 @@ def _encode(
     raise ValueError(f"unsupported out_type={out_type!r} (int or str)")
 
 
+def _encode_as_ids(
+    sp: _SentencePiece, options: tuple[Any, bool, bool, bool, bool], input: Any, **kwargs: Any
+) -> Any:
+    """`SentencePieceProcessor.EncodeAsIds`, as `_encode` is `Encode`."""
+    return _encode(sp, options, input, out_type=int, **kwargs)
+
+
 class SentencePieceProcessor:
     """Load a SentencePiece ``.model`` (file or serialized bytes) and encode/decode like
     ``sentencepiece.SentencePieceProcessor``."""
@@ -116,21 +123,32 @@ class SentencePieceProcessor:
         self._set_model(_SentencePiece.from_spm_text(text, **options))
         return self
 
-    # Instance attributes that shadow `Encode`/`encode` with the fast callable.
+    # Instance attributes that shadow `Encode`/`encode` with the fast callable, and the ones
+    # that shadow `EncodeAsIds`/`encode_as_ids`.
     _FAST_NAMES = ("Encode", "encode")
+    _FAST_IDS_NAMES = ("EncodeAsIds", "encode_as_ids")
 
     def _set_model(self, sp: _SentencePiece) -> None:
         self._sp = sp
-        for name in self._FAST_NAMES:
-            self.__dict__.pop(name, None)
-        if self._out_type is int and not (self._add_bos or self._add_eos or self._reverse):
-            # With default options, `encode(text)` is answered in Rust without entering the
-            # Python method below; every other call still goes through it.
-            # The fallback holds the core and the options, not the processor: no cycle, so
-            # a dropped processor is freed at once.
-            fast = _FastEncode(sp, functools.partial(_encode, sp, self._options()))
+        d = self.__dict__
+        for name in self._FAST_NAMES + self._FAST_IDS_NAMES:
+            d.pop(name, None)
+        if self._add_bos or self._add_eos or self._reverse:
+            return
+        # With default options, `encode(text)` is answered in Rust without entering the
+        # Python methods below (a builtin function, called without an argument tuple); every
+        # other call still goes through them. The fallback holds the core and the options,
+        # not the processor: no cycle, so a dropped processor is freed at once.
+        options = self._options()
+        if self._out_type is int:
+            fast = _FastEncode(sp, functools.partial(_encode, sp, options)).function()
             for name in self._FAST_NAMES:
-                self.__dict__[name] = fast
+                d[name] = fast
+        fast_ids = _FastEncode(sp, functools.partial(_encode_as_ids, sp, options)).function()
+        for name in self._FAST_IDS_NAMES:
+            # A subclass that overrides one keeps its override.
+            if getattr(type(self), name) is getattr(SentencePieceProcessor, name):
+                d[name] = fast_ids
 
     @property
     def _core(self) -> _SentencePiece:
@@ -248,7 +266,7 @@ class SentencePieceProcessor:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.pop("_sp", None)
-        for name in self._FAST_NAMES:
+        for name in self._FAST_NAMES + self._FAST_IDS_NAMES:
             state.pop(name, None)
         state["model_proto"] = self.serialized_model_proto()
         return state

@@ -102,8 +102,10 @@ def _core_constructor(name: str) -> Any:
     return ctor
 
 
-# Methods of `Tokenizer` that only forward to the core's method of the same name and signature.
-_DIRECT = ("encode", "encode_ids", "decode")
+# Methods of `Tokenizer` that only forward to the core's method of the same name and signature;
+# the first ones through the core's builtin function for the common call (`_core.Tokenizer._fast`).
+_FAST = ("encode", "encode_ids")
+_DIRECT = (*_FAST, "decode")
 
 
 class Tokenizer:
@@ -134,7 +136,7 @@ class Tokenizer:
         d = self.__dict__
         for name in _DIRECT:
             if getattr(type(self), name) is getattr(Tokenizer, name):
-                d[name] = getattr(core, name)
+                d[name] = core._fast(name) if name in _FAST else getattr(core, name)
             else:
                 d.pop(name, None)
 

@@ -7,6 +7,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 pub(crate) mod batch;
+mod fastcall;
 mod sentencepiece;
 mod tokenizer;
 

@@ -5,12 +5,16 @@
 //! or replace the `Arc`, never while encoding, so any number of threads can encode (with the GIL
 //! released) while another reconfigures, and each call sees one whole configuration.
 
+use super::fastcall::{Args, MethodDef};
 use super::{ids_list, ids_lists_streamed, plan_lists_streamed, to_py_err};
 use crate::encoding::{
     Direction, Encoding, PaddingParams, PaddingStrategy, TruncationParams, TruncationStrategy,
 };
 use crate::tokenizer::{InputSequence, Tokenizer};
 use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
+use pyo3::impl_::trampoline::fastcall_with_keywords;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
@@ -203,6 +207,52 @@ impl PyTokenizer {
         Ok(out)
     }
 
+    /// `encode_ids` of one text.
+    fn text_ids<'py>(
+        &self,
+        py: Python<'py>,
+        text: &Bound<'_, PyString>,
+        add_special_tokens: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
+        // Python's own UTF-8 view of the str, read in place (no copy for ASCII text). The str
+        // is immutable and `text` holds a reference, so the GIL can be released around it.
+        let text = text.to_str()?;
+        // The snapshot is borrowed under the read lock only for the `Arc` clone: encoding
+        // must not hold the lock (a reconfiguration would wait for it with the GIL held).
+        let tok = self.snapshot();
+        let ids = py
+            .detach(|| {
+                // Room for about one id per 3 bytes up front saves the first regrowths.
+                let mut out = Vec::with_capacity(text.len().min(1 << 20) / 3 + 4);
+                tok.encode_ids(text, add_special_tokens, &mut out)
+                    .map(|()| out)
+            })
+            .map_err(to_py_err)?;
+        ids_list(py, &ids)
+    }
+
+    /// `encode` of one text: its ids now, the other fields when asked for.
+    fn encode_text(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyString>,
+        add_special_tokens: bool,
+    ) -> PyResult<PyEncoding> {
+        let utf8 = text.encode_utf8()?;
+        let s = std::str::from_utf8(utf8.as_bytes())
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        let tok = self.snapshot();
+        let ids = py
+            .detach(|| tok.encode_ids_lazy(s, add_special_tokens))
+            .map_err(to_py_err)?;
+        Ok(PyEncoding::lazy(
+            tok,
+            text.clone().unbind(),
+            add_special_tokens,
+            ids,
+        ))
+    }
+
     /// Build a new configuration from the current one and swap it in. The write lock is held
     /// across the (cheap) rebuild so that two concurrent reconfigurations never lose an update.
     fn update(&self, f: impl FnOnce(&Tokenizer) -> crate::Result<Tokenizer>) -> PyResult<()> {
@@ -335,20 +385,7 @@ impl PyTokenizer {
         add_special_tokens: bool,
     ) -> PyResult<PyEncoding> {
         if let (Ok(text), None, false) = (sequence.cast::<PyString>(), pair, is_pretokenized) {
-            // A single text: its ids now, the other fields when asked for.
-            let utf8 = text.encode_utf8()?;
-            let s = std::str::from_utf8(utf8.as_bytes())
-                .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-            let tok = self.snapshot();
-            let ids = py
-                .detach(|| tok.encode_ids_lazy(s, add_special_tokens))
-                .map_err(to_py_err)?;
-            return Ok(PyEncoding::lazy(
-                tok,
-                text.clone().unbind(),
-                add_special_tokens,
-                ids,
-            ));
+            return self.encode_text(py, text, add_special_tokens);
         }
         let first = OwnedSeq::extract(sequence, is_pretokenized)?;
         let pair = pair
@@ -418,19 +455,20 @@ impl PyTokenizer {
         text: &Bound<'_, PyString>,
         add_special_tokens: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        // Python's own UTF-8 view of the str, read in place (no copy for ASCII text). The str
-        // is immutable and `text` holds a reference, so the GIL can be released around it.
-        let text = text.to_str()?;
-        let tok = self.snapshot();
-        let ids = py
-            .detach(|| {
-                // Room for about one id per 3 bytes up front saves the first regrowths.
-                let mut out = Vec::with_capacity(text.len().min(1 << 20) / 3 + 4);
-                tok.encode_ids(text, add_special_tokens, &mut out)
-                    .map(|()| out)
-            })
-            .map_err(to_py_err)?;
-        ids_list(py, &ids)
+        self.text_ids(py, text, add_special_tokens)
+    }
+
+    /// `encode` or `encode_ids` as a builtin function bound to this object that takes the
+    /// common call (one `str`, maybe `add_special_tokens`) straight to the encoder and hands
+    /// any other on to the method (see `fastcall`).
+    fn _fast<'py>(slf: &Bound<'py, Self>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        match name {
+            "encode" => ENCODE.bind(slf.as_any()),
+            "encode_ids" => ENCODE_IDS.bind(slf.as_any()),
+            _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "no fast call for {name:?}"
+            ))),
+        }
     }
 
     /// The ids of many texts (no padding), encoded in parallel.
@@ -1135,4 +1173,81 @@ fn flat_ids(
         tok.encode_batch_flat(&refs, add_special_tokens)
     })
     .map_err(to_py_err)
+}
+
+static ENCODE_IDS: MethodDef = MethodDef::new(c"encode_ids", encode_ids_fast);
+static ENCODE: MethodDef = MethodDef::new(c"encode", encode_fast);
+
+/// `Tokenizer.encode_ids(text)` and `(text, add_special_tokens)`, positional or keyword.
+unsafe extern "C" fn encode_ids_fast(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: called by CPython with the arguments of a METH_FASTCALL | METH_KEYWORDS call.
+    unsafe { fastcall_with_keywords(slf, args, nargs, kwnames, encode_ids_impl) }
+}
+
+unsafe fn encode_ids_impl(
+    py: Python<'_>,
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: `ENCODE_IDS` is bound only to a `Tokenizer` (in `_fast`), and the arguments
+    // are CPython's for this call.
+    let (tok, a) = unsafe {
+        (
+            Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<PyTokenizer>(),
+            Args::new(py, args, nargs, kwnames),
+        )
+    };
+    let ast = intern!(py, "add_special_tokens");
+    if let (Some(text), Some(flag)) = (a.first_str(), a.only_flag(1, ast, true, true)) {
+        return Ok(tok.get().text_ids(py, &text, flag)?.into_ptr());
+    }
+    let (t, kw) = a.to_tuple_dict()?;
+    Ok(tok
+        .call_method(intern!(py, "encode_ids"), t, kw.as_ref())?
+        .into_ptr())
+}
+
+/// `Tokenizer.encode(text)` and `(text, add_special_tokens=...)`.
+unsafe extern "C" fn encode_fast(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: called by CPython with the arguments of a METH_FASTCALL | METH_KEYWORDS call.
+    unsafe { fastcall_with_keywords(slf, args, nargs, kwnames, encode_impl) }
+}
+
+unsafe fn encode_impl(
+    py: Python<'_>,
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: `ENCODE` is bound only to a `Tokenizer` (in `_fast`), and the arguments are
+    // CPython's for this call.
+    let (tok, a) = unsafe {
+        (
+            Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<PyTokenizer>(),
+            Args::new(py, args, nargs, kwnames),
+        )
+    };
+    // The second positional parameter is `pair`: only the keyword form of the flag is taken.
+    let ast = intern!(py, "add_special_tokens");
+    if let (Some(text), Some(flag)) = (a.first_str(), a.only_flag(1, ast, true, false)) {
+        let enc = tok.get().encode_text(py, &text, flag)?;
+        return Ok(Bound::new(py, enc)?.into_ptr());
+    }
+    let (t, kw) = a.to_tuple_dict()?;
+    Ok(tok
+        .call_method(intern!(py, "encode"), t, kw.as_ref())?
+        .into_ptr())
 }

@@ -1,0 +1,108 @@
+"""The builtin-function fast paths of the single-text calls (`Tokenizer.encode_ids`,
+`Tokenizer.encode`, `SentencePieceProcessor.encode` / `encode_as_ids`): every argument shape,
+the common ones taken in Rust and all others handed on to the general method, must give
+what the oracle gives, and the same errors as the general method."""
+
+from __future__ import annotations
+
+import piecework
+import pytest
+
+TEXTS = ["", "a", "Hello world", "  two  spaces ", "héllo wörld ☃ 日本語", "x" * 300]
+
+
+class _Str(str):
+    pass
+
+
+def _tokenizer(DATA, name):
+    tok = piecework.Tokenizer.from_file(DATA / name / "tokenizer.json")
+    ref = pytest.importorskip("tokenizers").Tokenizer.from_file(str(DATA / name / "tokenizer.json"))
+    return tok, ref
+
+
+@pytest.mark.parametrize("name", ["bert-base-uncased", "t5-small", "gpt2"])
+def test_tokenizer_shapes(DATA, name):
+    tok, ref = _tokenizer(DATA, name)
+    for text in TEXTS + [_Str("Hello world")]:
+        for ast in (True, False):
+            want = ref.encode(text, add_special_tokens=ast).ids
+            assert tok.encode_ids(text, add_special_tokens=ast) == want
+            assert tok.encode_ids(text, ast) == want
+            assert tok.encode_ids(text=text, add_special_tokens=ast) == want
+            assert tok.encode(text, add_special_tokens=ast).ids == want
+            assert tok.encode(text, None, False, ast).ids == want
+            assert tok.encode(sequence=text, add_special_tokens=ast).ids == want
+            enc = tok.encode(text, add_special_tokens=ast)
+            full = ref.encode(text, add_special_tokens=ast)
+            assert enc.tokens == full.tokens and enc.offsets == full.offsets
+        assert tok.encode_ids(text) == ref.encode(text).ids
+        assert tok.encode(text).ids == ref.encode(text).ids
+    # A flag that is not exactly a bool goes to the general method, which accepts what it did.
+    assert tok.encode("Hello", "world").ids == ref.encode("Hello", "world").ids
+    assert tok.encode(["Hello", "world"], is_pretokenized=True).ids == (
+        ref.encode(["Hello", "world"], is_pretokenized=True).ids
+    )
+
+
+def test_tokenizer_errors_as_general_method(DATA):
+    tok, _ = _tokenizer(DATA, "bert-base-uncased")
+    core = tok._tok
+    calls = [
+        ((), {}),
+        ((3,), {}),
+        (("a", 1), {}),
+        (("a",), {"foo": 1}),
+        (("a",), {"add_special_tokens": 1}),
+        (("a", True), {"add_special_tokens": True}),
+        (("a", True, 3), {}),
+        (("\ud800",), {}),
+    ]
+    for name in ("encode_ids", "encode"):
+        general = getattr(type(core), name)
+        for args, kwargs in calls:
+            with pytest.raises(Exception) as want:
+                general(core, *args, **kwargs)
+            with pytest.raises(type(want.value)) as got:
+                getattr(tok, name)(*args, **kwargs)
+            assert str(got.value) == str(want.value)
+
+
+def test_tokenizer_fast_follows_reconfiguration(DATA):
+    tok, ref = _tokenizer(DATA, "bert-base-uncased")
+    tok.enable_truncation(max_length=4)
+    ref.enable_truncation(max_length=4)
+    text = "a fairly long sentence of many words"
+    assert tok.encode_ids(text) == ref.encode(text).ids
+    assert tok.encode(text).ids == ref.encode(text).ids
+
+
+@pytest.mark.parametrize("model", ["xlnet-base-cased/spiece.model", "llama2/tokenizer.model"])
+def test_sentencepiece_shapes(DATA, model):
+    spm = pytest.importorskip("sentencepiece")
+    path = str(DATA / model)
+    sp = piecework.SentencePieceProcessor(model_file=path)
+    ref = spm.SentencePieceProcessor(model_file=path)
+    for text in TEXTS:
+        want = ref.encode(text)
+        for f in (sp.encode, sp.Encode, sp.encode_as_ids, sp.EncodeAsIds):
+            assert f(text) == want
+            assert f(_Str(text)) == want
+            assert f([text, text]) == [want, want]
+            assert f(text.encode()) == want
+            assert f(text, add_bos=True) == ref.encode(text, add_bos=True)
+            assert f(input=text) == want
+        assert sp.encode(text, out_type=str) == ref.encode(text, out_type=str)
+    with pytest.raises(TypeError):
+        sp.encode_as_ids("a", out_type=str)
+    with pytest.raises(TypeError):
+        sp.encode()
+    # Options of the processor disable the fast calls, and are applied.
+    sp2 = piecework.SentencePieceProcessor(model_file=path, add_bos=True, out_type=str)
+    ref2 = spm.SentencePieceProcessor(model_file=path, add_bos=True, out_type=str)
+    assert sp2.encode("Hello world") == ref2.encode("Hello world")
+    assert sp2.encode_as_ids("Hello world") == ref2.encode_as_ids("Hello world")
+    sp3 = piecework.SentencePieceProcessor(model_file=path, out_type=str)
+    ref3 = spm.SentencePieceProcessor(model_file=path, out_type=str)
+    assert sp3.encode("Hello world") == ref3.encode("Hello world")
+    assert sp3.encode_as_ids("Hello world") == ref3.encode_as_ids("Hello world")
