@@ -1326,14 +1326,13 @@ fn each_word_ids(
         let end = match_end(s, pos);
         // Matches end past `pos` and within `s`; the clamp (as `each_match`'s) is only the
         // fallback, so that the common case costs one slice check.
-        let raw = match bytes.get(pos..end) {
-            Some(raw) if !raw.is_empty() => raw,
-            _ => bytes
-                .get(pos..end.clamp(pos + 1, bytes.len()))
-                .unwrap_or_default(),
+        let end = if pos < end && end <= bytes.len() {
+            end
+        } else {
+            end.clamp(pos + 1, bytes.len())
         };
-        words.ids(raw, out)?;
-        pos += raw.len().max(1);
+        words.ids_at(bytes, pos, end, out)?;
+        pos = end;
     }
     Ok(())
 }

@@ -1325,6 +1325,31 @@ impl ByteLevelWords<'_> {
         self.ids_after_short_miss(raw, short, out)
     }
 
+    /// `ids` of the word `text[pos..end]` (a non-empty range): the cache key comes from two
+    /// loads of `text` where sixteen bytes follow `pos`, not from the word's bytes one by one.
+    #[inline(always)]
+    pub(crate) fn ids_at(
+        &mut self,
+        text: &[u8],
+        pos: usize,
+        end: usize,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        let raw = text.get(pos..end).unwrap_or_default();
+        let len = raw.len();
+        if len <= ids_cache::MAX_WORD {
+            if let Some((k0, k1)) = ids_cache::key_at(text, pos, len) {
+                if let Some(t) = self.table.as_deref_mut() {
+                    if t.get_keyed(k0, k1, len, out) {
+                        return Ok(());
+                    }
+                }
+                return self.ids_after_short_miss(raw, len > 0, out);
+            }
+        }
+        self.ids(raw, out)
+    }
+
     /// `ids` past the inline lookup (`short`: `raw` is a short word the table lacks, so it is
     /// not looked up again).
     #[inline(never)]

@@ -2,8 +2,9 @@
 //!
 //! Words of up to 16 bytes are keys held inline as two integers, so a lookup is one
 //! multiply-shift hash and two integer compares instead of hashing and comparing a byte string.
-//! The table is set-associative: a word has one set of four slots, each half a cache line,
-//! and a compact tag array tells which slot (if any) to read.
+//! The table is set-associative: a word has one set of four slots, each half a cache line, and
+//! the slots are compared by key directly (a word's first eight bytes differ from another's as
+//! often as a tag would, and no separate tag array is read or kept in step).
 
 /// Longest cached word, in bytes.
 pub const MAX_WORD: usize = 16;
@@ -20,8 +21,9 @@ const INLINE: usize = 3;
 /// `INLINE` tokens use it).
 const MAX_OVERFLOW: usize = 1 << 20;
 
-/// Half a cache line: the key, and the ids inline (or, past `INLINE`, their offset in
-/// `overflow` in `ids[0]`).
+/// Half a cache line: the key, a hit count that decides which way a new word evicts, and the
+/// ids inline (or, past `INLINE`, their offset in `overflow` in `ids[0]`). `len` 0 marks an
+/// empty slot (words are never empty, so no key matches it).
 #[derive(Clone, Copy)]
 #[repr(C, align(32))]
 struct Slot {
@@ -29,60 +31,104 @@ struct Slot {
     k1: u64,
     len: u8,
     n: u8,
+    hits: u8,
     ids: [u32; INLINE],
 }
 
-// Two slots per cache line: a hit reads one line of slots.
+const EMPTY: Slot = Slot {
+    k0: 0,
+    k1: 0,
+    len: 0,
+    n: 0,
+    hits: 0,
+    ids: [0; INLINE],
+};
+
+// Two slots per cache line.
 const _: () = assert!(std::mem::size_of::<Slot>() == 32);
 
-/// The compact part of a set, checked before any slot is read: a 16-bit tag per way (0 when
-/// empty) and a hit count that decides which way a new word evicts.
-#[derive(Clone, Copy, Default)]
-struct Set {
-    tags: [u16; WAYS],
-    hits: [u8; WAYS],
-}
-
 /// Set-associative rather than cleared when full: the frequent words of a corpus larger than
-/// the table stay, and a miss reads only the small tag array.
+/// the table stay.
 pub struct IdsTable {
-    sets: Vec<Set>,
-    slots: Vec<Slot>,
+    sets: Box<[[Slot; WAYS]]>,
     overflow: Vec<u32>,
     /// Words of `MAX_WORD + 1..=MAX_LONG_WORD` bytes, allocated on first use.
     long: Option<LongIds>,
 }
 
-/// The word as two integers (`text::overlap_key`); an empty word (never cached) is (0, 0).
+/// The word as two integers: its bytes little-endian, zero-padded to 16 (the length, kept
+/// beside the key, tells apart words that differ only by trailing NULs). An empty word (never
+/// cached) is (0, 0). Overlapping loads, so that no copy is needed; `key_at` gives the same key
+/// from two plain loads where the text goes on past the word.
 #[inline]
 fn key(word: &[u8]) -> (u64, u64) {
-    let [k0, k1] = crate::text::overlap_key::<2>(word).unwrap_or_default();
-    (k0, k1)
+    let n = word.len();
+    let u64_at = |i: usize| {
+        word.get(i..i + 8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_le_bytes)
+    };
+    let u32_at = |i: usize| {
+        word.get(i..i + 4)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, |b| u64::from(u32::from_le_bytes(b)))
+    };
+    let byte = |i: usize| word.get(i).copied().map_or(0, u64::from);
+    match n {
+        0 => (0, 0),
+        1..=3 => (
+            byte(0) | byte(n / 2) << (8 * (n / 2)) | byte(n - 1) << (8 * (n - 1)),
+            0,
+        ),
+        // The high load's first bytes repeat the low one's; the shift drops them.
+        4..=7 => (u32_at(0) | (u32_at(n - 4) >> (8 * (8 - n))) << 32, 0),
+        8 => (u64_at(0), 0),
+        9..=MAX_WORD => (u64_at(0), u64_at(n - 8) >> (8 * (16 - n))),
+        _ => (0, 0),
+    }
 }
 
-/// (set index, tag) of a key: the set from the top bits of a multiply-shift hash, the tag
-/// from the bits below them, never 0.
-#[inline]
-fn place(k0: u64, k1: u64, len: usize) -> (usize, u16) {
-    let h = (k0 ^ k1.rotate_left(29) ^ (len as u64).wrapping_mul(0x9E37_79B9))
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let set = (h >> (64 - SET_BITS)) as usize;
-    let tag = (h >> (48 - SET_BITS)) as u16 | 1;
-    (set, tag)
+/// Masks of the bytes of a word of `len` bytes in the two words of its key.
+static KEY_MASKS: [(u64, u64); MAX_WORD + 1] = {
+    let mut t = [(0u64, 0u64); MAX_WORD + 1];
+    let mut len = 1;
+    while len <= MAX_WORD {
+        t[len] = if len <= 8 {
+            (u64::MAX >> (8 * (8 - len)), 0)
+        } else {
+            (u64::MAX, u64::MAX >> (8 * (16 - len)))
+        };
+        len += 1;
+    }
+    t
+};
+
+/// `key(&text[pos..pos + len])` (`len` of 1..=MAX_WORD) from two loads and two masks, when
+/// sixteen bytes of `text` start at `pos`; else None. The byte-level scanner calls it on every
+/// word, so that a cache hit never handles the word's bytes one by one.
+#[inline(always)]
+pub fn key_at(text: &[u8], pos: usize, len: usize) -> Option<(u64, u64)> {
+    let sixteen: &[u8; 16] = text.get(pos..pos + 16)?.try_into().ok()?;
+    let (m0, m1) = *KEY_MASKS.get(len)?;
+    let [a, b] = [0, 8].map(|i| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&sixteen[i..i + 8]);
+        u64::from_le_bytes(w)
+    });
+    Some((a & m0, b & m1))
+}
+
+/// The set of a key: the top bits of a multiply-shift hash. The length is left out: words
+/// with equal keys differ only by trailing NULs, and share a set.
+#[inline(always)]
+fn set_of(k0: u64, k1: u64) -> usize {
+    ((k0 ^ k1.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SET_BITS)) as usize
 }
 
 impl Default for IdsTable {
     fn default() -> Self {
-        const EMPTY: Slot = Slot {
-            k0: 0,
-            k1: 0,
-            len: 0,
-            n: 0,
-            ids: [0; INLINE],
-        };
         IdsTable {
-            sets: vec![Set::default(); SETS],
-            slots: vec![EMPTY; SETS * WAYS],
+            sets: vec![[EMPTY; WAYS]; SETS].into_boxed_slice(),
             overflow: Vec::new(),
             long: None,
         }
@@ -91,25 +137,24 @@ impl Default for IdsTable {
 
 impl IdsTable {
     /// Append the cached ids of `word` (1..=MAX_WORD bytes) to `out`; false when absent.
-    /// Always inline: it is the per-word step of the byte-level scanner's loop.
     #[inline(always)]
     pub fn get(&mut self, word: &[u8], out: &mut Vec<u32>) -> bool {
         let (k0, k1) = key(word);
-        let (s, tag) = place(k0, k1, word.len());
-        let Some(set) = self.sets.get_mut(s) else {
+        self.get_keyed(k0, k1, word.len(), out)
+    }
+
+    /// `get` of the word of `len` bytes whose key (`key`, `key_at`) is (k0, k1). Always
+    /// inline: it is the per-word step of the byte-level scanner's loop.
+    #[inline(always)]
+    pub fn get_keyed(&mut self, k0: u64, k1: u64, len: usize, out: &mut Vec<u32>) -> bool {
+        let Some(set) = self.sets.get_mut(set_of(k0, k1)) else {
             return false;
         };
-        for w in 0..WAYS {
-            if set.tags[w] != tag {
+        for slot in set.iter_mut() {
+            if slot.k0 != k0 || slot.k1 != k1 || usize::from(slot.len) != len {
                 continue;
             }
-            let Some(slot) = self.slots.get(s * WAYS + w) else {
-                return false;
-            };
-            if slot.k0 != k0 || slot.k1 != k1 || usize::from(slot.len) != word.len() {
-                continue;
-            }
-            set.hits[w] = set.hits[w].saturating_add(1);
+            slot.hits = slot.hits.saturating_add(1);
             if slot.n == 1 {
                 // Most words: a push, not a variable-length copy.
                 out.push(slot.ids[0]);
@@ -138,41 +183,47 @@ impl IdsTable {
     /// Remember the ids of `word` (1..=MAX_WORD bytes, not yet present), evicting the least
     /// hit word of its set when the set is full.
     pub fn insert(&mut self, word: &[u8], ids: &[u32]) {
-        if word.is_empty() || word.len() > MAX_WORD || ids.len() > usize::from(u8::MAX) {
+        let (k0, k1) = key(word);
+        self.insert_keyed(k0, k1, word.len(), ids);
+    }
+
+    /// `insert` of the word of `len` bytes whose key is (k0, k1).
+    pub fn insert_keyed(&mut self, k0: u64, k1: u64, len: usize, ids: &[u32]) {
+        if len == 0 || len > MAX_WORD || ids.len() > usize::from(u8::MAX) {
             return;
         }
         if ids.len() > INLINE && self.overflow.len() + ids.len() > MAX_OVERFLOW {
-            self.sets.fill(Set::default());
+            self.sets.fill([EMPTY; WAYS]);
             self.overflow.clear();
         }
-        let (k0, k1) = key(word);
-        let (s, tag) = place(k0, k1, word.len());
-        let Some(set) = self.sets.get_mut(s) else {
+        let Some(set) = self.sets.get_mut(set_of(k0, k1)) else {
             return;
         };
-        let w = match set.tags.iter().position(|&t| t == 0) {
+        let w = match set.iter().position(|s| s.len == 0) {
             Some(w) => w,
             None => {
                 // Age the set so that words hit long ago give way in time.
                 let mut w = 0;
                 for i in 0..WAYS {
-                    if set.hits[i] < set.hits[w] {
+                    if set[i].hits < set[w].hits {
                         w = i;
                     }
-                    set.hits[i] /= 2;
+                    set[i].hits /= 2;
                 }
                 w
             }
         };
-        let Some(slot) = self.slots.get_mut(s * WAYS + w) else {
+        let Some(slot) = set.get_mut(w) else {
             return;
         };
-        set.tags[w] = tag;
-        set.hits[w] = 0;
-        slot.k0 = k0;
-        slot.k1 = k1;
-        slot.len = word.len() as u8;
-        slot.n = ids.len() as u8;
+        *slot = Slot {
+            k0,
+            k1,
+            len: len as u8,
+            n: ids.len() as u8,
+            hits: 0,
+            ids: [0; INLINE],
+        };
         if let Some(inline) = slot.ids.get_mut(..ids.len()) {
             inline.copy_from_slice(ids);
         } else {
@@ -351,7 +402,7 @@ struct Single {
     id: u32,
 }
 
-/// Start slot of a key (the top bits of the same multiply-shift hash as `place`).
+/// Start slot of a key (the top bits of a multiply-shift hash of the key and length).
 #[inline]
 fn single_start(k0: u64, k1: u64, len: usize, shift: u32) -> usize {
     let h = (k0 ^ k1.rotate_left(29) ^ (len as u64).wrapping_mul(0x9E37_79B9))
@@ -505,22 +556,27 @@ mod tests {
         assert!(present * 10 > all.len() * 9, "{present} of {}", all.len());
     }
 
-    /// Words with the same set and tag are told apart by their full keys: pairs found by
-    /// search (same first 8 bytes, so only `k1` differs, or different lengths).
+    /// Words of one set are told apart by their whole keys and lengths: pairs found by search
+    /// (same first 8 bytes, so only `k1` differs), and words that differ only by trailing NULs
+    /// (same key, other length).
     #[test]
-    fn colliding_tags_compare_whole_keys() {
+    fn words_of_one_set_compare_whole_keys() {
         use std::collections::HashMap;
-        let mut by_place: HashMap<(usize, u16), Vec<u8>> = HashMap::new();
-        let mut pairs = Vec::new();
+        let mut by_set: HashMap<usize, Vec<u8>> = HashMap::new();
+        let mut pairs = vec![
+            (b"a".to_vec(), b"a\0".to_vec()),
+            (b"abcdefgh".to_vec(), b"abcdefgh\0".to_vec()),
+            (b"abcdefghij\0".to_vec(), b"abcdefghij".to_vec()),
+        ];
         let mut next = crate::test_rng(0x9E37_79B9_7F4A_7C15);
-        for _ in 0..200_000u32 {
+        while pairs.len() < 40 {
             let r = next();
             let len = 9 + (r % 8) as usize;
             let tail = next().to_le_bytes();
             let mut w = b"prefix__".to_vec();
             w.extend(tail.iter().map(|b| b'a' + b % 26).take(len - 8));
             let (k0, k1) = key(&w);
-            match by_place.entry(place(k0, k1, w.len())) {
+            match by_set.entry(set_of(k0, k1)) {
                 std::collections::hash_map::Entry::Occupied(o) => {
                     if *o.get() != w {
                         pairs.push((o.get().clone(), w));
@@ -531,15 +587,35 @@ mod tests {
                 }
             }
         }
-        assert!(pairs.len() >= 5, "only {} colliding pairs", pairs.len());
+        let mut t = IdsTable::default();
         for (a, b) in &pairs {
-            let mut t = IdsTable::default();
+            t.sets.fill([EMPTY; WAYS]);
             t.insert(a, &[1]);
             let mut out = Vec::new();
             assert!(!t.get(b, &mut out), "{b:?} found as {a:?}");
             t.insert(b, &[2, 3]);
             assert!(t.get(a, &mut out) && t.get(b, &mut out));
             assert_eq!(out, [1, 2, 3]);
+        }
+    }
+
+    /// `key_at` gives `key` of the word at every position and length where it applies, and
+    /// nothing where fewer than sixteen bytes follow.
+    #[test]
+    fn key_at_equals_key() {
+        let mut next = crate::test_rng(0x4B45_595F_4154_0001);
+        let text: Vec<u8> = (0..200)
+            .map(|_| b"ab\0\xff z"[(next() % 6) as usize])
+            .collect();
+        for pos in 0..text.len() {
+            for len in 1..=MAX_WORD.min(text.len() - pos) {
+                let got = key_at(&text, pos, len);
+                if pos + 16 <= text.len() {
+                    assert_eq!(got, Some(key(&text[pos..pos + len])), "{pos} {len}");
+                } else {
+                    assert_eq!(got, None);
+                }
+            }
         }
     }
 
