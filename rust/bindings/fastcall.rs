@@ -59,6 +59,30 @@ impl MethodDef {
     }
 }
 
+/// `static $def: MethodDef` (`MethodDef` in scope where it is used) named `$name`, whose C
+/// function runs `$imp(py, slf, args, nargs, kwnames)` inside PyO3's trampoline (panics
+/// become exceptions, the attach count is kept).
+macro_rules! fast_method {
+    ($def:ident, $name:literal, $imp:path) => {
+        static $def: MethodDef = {
+            unsafe extern "C" fn call(
+                slf: *mut pyo3::ffi::PyObject,
+                args: *const *mut pyo3::ffi::PyObject,
+                nargs: pyo3::ffi::Py_ssize_t,
+                kwnames: *mut pyo3::ffi::PyObject,
+            ) -> *mut pyo3::ffi::PyObject {
+                // SAFETY: called by CPython with the arguments of a METH_FASTCALL |
+                // METH_KEYWORDS call.
+                unsafe {
+                    pyo3::impl_::trampoline::fastcall_with_keywords(slf, args, nargs, kwnames, $imp)
+                }
+            }
+            MethodDef::new($name, call)
+        };
+    };
+}
+pub(crate) use fast_method;
+
 /// The arguments of one vectorcall: `nargs` positional ones, then one per name in `kwnames`.
 pub(crate) struct Args<'a, 'py> {
     py: Python<'py>,

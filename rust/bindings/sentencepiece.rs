@@ -2,7 +2,7 @@
 //! Every per-text and per-token step runs here (batches in parallel, without the GIL); the
 //! Python class only dispatches on argument shapes.
 
-use super::fastcall::{Args, MethodDef};
+use super::fastcall::{fast_method, Args, MethodDef};
 use super::{ids_list, ids_lists_streamed, plan_lists_streamed, to_py_err};
 use crate::error::Error;
 use crate::parallel::map_batch;
@@ -10,7 +10,6 @@ use crate::sentencepiece::vocab::PieceType;
 use crate::sentencepiece::{ModelType, SentencePiece, SpToken, SpmOptions};
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::ffi;
-use pyo3::impl_::trampoline::fastcall_with_keywords;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
@@ -552,17 +551,7 @@ impl PyFastEncode {
     }
 }
 
-static FAST_ENCODE: MethodDef = MethodDef::new(c"encode", fast_encode);
-
-unsafe extern "C" fn fast_encode(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    // SAFETY: called by CPython with the arguments of a METH_FASTCALL | METH_KEYWORDS call.
-    unsafe { fastcall_with_keywords(slf, args, nargs, kwnames, fast_encode_impl) }
-}
+fast_method!(FAST_ENCODE, c"encode", fast_encode_impl);
 
 unsafe fn fast_encode_impl(
     py: Python<'_>,

@@ -5,7 +5,7 @@
 //! or replace the `Arc`, never while encoding, so any number of threads can encode (with the GIL
 //! released) while another reconfigures, and each call sees one whole configuration.
 
-use super::fastcall::{Args, MethodDef};
+use super::fastcall::{fast_method, Args, MethodDef};
 use super::{ids_list, ids_lists_streamed, plan_lists_streamed, to_py_err};
 use crate::encoding::{
     Direction, Encoding, PaddingParams, PaddingStrategy, TruncationParams, TruncationStrategy,
@@ -13,7 +13,6 @@ use crate::encoding::{
 use crate::tokenizer::{InputSequence, Tokenizer};
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
-use pyo3::impl_::trampoline::fastcall_with_keywords;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
@@ -1175,20 +1174,10 @@ fn flat_ids(
     .map_err(to_py_err)
 }
 
-static ENCODE_IDS: MethodDef = MethodDef::new(c"encode_ids", encode_ids_fast);
-static ENCODE: MethodDef = MethodDef::new(c"encode", encode_fast);
+fast_method!(ENCODE_IDS, c"encode_ids", encode_ids_impl);
+fast_method!(ENCODE, c"encode", encode_impl);
 
 /// `Tokenizer.encode_ids(text)` and `(text, add_special_tokens)`, positional or keyword.
-unsafe extern "C" fn encode_ids_fast(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    // SAFETY: called by CPython with the arguments of a METH_FASTCALL | METH_KEYWORDS call.
-    unsafe { fastcall_with_keywords(slf, args, nargs, kwnames, encode_ids_impl) }
-}
-
 unsafe fn encode_ids_impl(
     py: Python<'_>,
     slf: *mut ffi::PyObject,
@@ -1215,16 +1204,6 @@ unsafe fn encode_ids_impl(
 }
 
 /// `Tokenizer.encode(text)` and `(text, add_special_tokens=...)`.
-unsafe extern "C" fn encode_fast(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    // SAFETY: called by CPython with the arguments of a METH_FASTCALL | METH_KEYWORDS call.
-    unsafe { fastcall_with_keywords(slf, args, nargs, kwnames, encode_impl) }
-}
-
 unsafe fn encode_impl(
     py: Python<'_>,
     slf: *mut ffi::PyObject,
