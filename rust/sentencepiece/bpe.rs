@@ -641,21 +641,8 @@ impl SpBpe {
         // an optional `▁` (live) and live ASCII characters have no `DEAD` symbol, no `▁▁` and
         // no other multi-byte character. Such a span of more than `SHORT` symbols would go to
         // `merge_long`, which gives it whole to the same encoder (a stretch without `DEAD`).
-        if plain && self.plain_ascii(bytes) {
-            if let Some(bt) = self.backtracker() {
-                let start = sc.out_ids.len();
-                let mut pos = base;
-                let out = &mut sc.out_ids;
-                let ok = bt.encode(bytes, &mut sc.word.bt, |key, len| {
-                    let end = pos + len as usize;
-                    out.push((self.output_id(key, &[]), pos, end));
-                    pos = end;
-                });
-                if ok {
-                    return;
-                }
-                sc.out_ids.truncate(start);
-            }
+        if plain && self.plain_ascii(bytes) && self.backtrack_span(bytes, base, sc) {
+            return;
         }
         let mut keys = [0u32; SHORT];
         let mut lens = [0u32; SHORT];
@@ -685,21 +672,8 @@ impl SpBpe {
         // A stretch of live symbols without `▁▁`: the backtracking encoder gives the same run
         // (see `backtracker`), for fewer instructions than the merge loop on ASCII words (on
         // words of multi-byte characters the merge loop is the cheaper one).
-        if plain && !dead && !spaces && !wide {
-            if let Some(bt) = self.backtracker() {
-                let start = sc.out_ids.len();
-                let mut pos = base;
-                let out = &mut sc.out_ids;
-                let ok = bt.encode(bytes, &mut sc.word.bt, |key, len| {
-                    let end = pos + len as usize;
-                    out.push((self.output_id(key, &[]), pos, end));
-                    pos = end;
-                });
-                if ok {
-                    return;
-                }
-                sc.out_ids.truncate(start);
-            }
+        if plain && !dead && !spaces && !wide && self.backtrack_span(bytes, base, sc) {
+            return;
         }
         let m = merge_short(&mut keys, &mut lens, n, &self.pairs, &self.ranks);
         let mut pos = 0usize;
@@ -772,6 +746,27 @@ impl SpBpe {
                     .map(|(l, r, m)| (l, r, rank(m))),
             )
         })
+    }
+
+    /// A span of live symbols without `▁▁` by the backtracking encoder, its pieces pushed
+    /// from `base` on; false (and nothing pushed) when there is none or it gives up.
+    #[inline]
+    fn backtrack_span(&self, bytes: &[u8], base: usize, sc: &mut Scratch) -> bool {
+        let Some(bt) = self.backtracker() else {
+            return false;
+        };
+        let start = sc.out_ids.len();
+        let mut pos = base;
+        let out = &mut sc.out_ids;
+        let ok = bt.encode(bytes, &mut sc.word.bt, |key, len| {
+            let end = pos + len as usize;
+            out.push((self.output_id(key, &[]), pos, end));
+            pos = end;
+        });
+        if !ok {
+            sc.out_ids.truncate(start);
+        }
+        ok
     }
 
     /// Merge a span of more than `SHORT` symbols. No merge involves a `DEAD` symbol, so the
