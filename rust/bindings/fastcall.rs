@@ -59,12 +59,30 @@ impl MethodDef {
     }
 }
 
-/// `static $def: MethodDef` (`MethodDef` in scope where it is used) named `$name`, whose C
-/// function runs `$imp(py, slf, args, nargs, kwnames)` inside PyO3's trampoline (panics
-/// become exceptions, the attach count is kept).
+/// `static $def: MethodDef` (`MethodDef` and `Args` in scope where it is used) named
+/// `$name`, whose C function runs `$imp(py, receiver, args)` inside PyO3's trampoline (panics
+/// become exceptions, the attach count is kept). The definition must be bound (`bind`) only
+/// to objects of the pyclass `$ty`: the receiver is cast to it unchecked.
 macro_rules! fast_method {
-    ($def:ident, $name:literal, $imp:path) => {
+    ($def:ident, $name:literal, $ty:ty, $imp:path) => {
         static $def: MethodDef = {
+            unsafe fn body(
+                py: pyo3::Python<'_>,
+                slf: *mut pyo3::ffi::PyObject,
+                args: *const *mut pyo3::ffi::PyObject,
+                nargs: pyo3::ffi::Py_ssize_t,
+                kwnames: *mut pyo3::ffi::PyObject,
+            ) -> pyo3::PyResult<*mut pyo3::ffi::PyObject> {
+                // SAFETY: the definition is bound only to a `$ty` (see above), and the
+                // arguments are CPython's for this call.
+                let (me, a) = unsafe {
+                    (
+                        pyo3::Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<$ty>(),
+                        Args::new(py, args, nargs, kwnames),
+                    )
+                };
+                $imp(py, me, a)
+            }
             unsafe extern "C" fn call(
                 slf: *mut pyo3::ffi::PyObject,
                 args: *const *mut pyo3::ffi::PyObject,
@@ -74,7 +92,7 @@ macro_rules! fast_method {
                 // SAFETY: called by CPython with the arguments of a METH_FASTCALL |
                 // METH_KEYWORDS call.
                 unsafe {
-                    pyo3::impl_::trampoline::fastcall_with_keywords(slf, args, nargs, kwnames, $imp)
+                    pyo3::impl_::trampoline::fastcall_with_keywords(slf, args, nargs, kwnames, body)
                 }
             }
             MethodDef::new($name, call)
@@ -187,11 +205,15 @@ impl<'a, 'py> Args<'a, 'py> {
         }
     }
 
+    /// This call handed on whole to `callee` (the general method).
+    pub(crate) fn forward(&self, callee: &Bound<'py, PyAny>) -> PyResult<*mut ffi::PyObject> {
+        let (t, kw) = self.to_tuple_dict()?;
+        Ok(callee.call(t, kw.as_ref())?.into_ptr())
+    }
+
     /// The positional arguments as a tuple and the keyword ones as a dict, for a call to the
     /// general method.
-    pub(crate) fn to_tuple_dict(
-        &self,
-    ) -> PyResult<(Bound<'py, PyTuple>, Option<Bound<'py, PyDict>>)> {
+    fn to_tuple_dict(&self) -> PyResult<(Bound<'py, PyTuple>, Option<Bound<'py, PyDict>>)> {
         let pos: Vec<Bound<'py, PyAny>> = (0..self.nargs).filter_map(|i| self.item(i)).collect();
         let tuple = PyTuple::new(self.py, pos)?;
         let kwargs = match &self.kwnames {

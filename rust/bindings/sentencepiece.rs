@@ -551,29 +551,18 @@ impl PyFastEncode {
     }
 }
 
-fast_method!(FAST_ENCODE, c"encode", fast_encode_impl);
+fast_method!(FAST_ENCODE, c"encode", PyFastEncode, fast_encode_impl);
 
-unsafe fn fast_encode_impl(
-    py: Python<'_>,
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
+fn fast_encode_impl<'py>(
+    py: Python<'py>,
+    me: Bound<'py, PyFastEncode>,
+    a: Args<'_, 'py>,
 ) -> PyResult<*mut ffi::PyObject> {
-    // SAFETY: `FAST_ENCODE` is bound only to a `_FastEncode` (in `function`), and the
-    // arguments are CPython's for this call.
-    let (me, a) = unsafe {
-        (
-            Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<PyFastEncode>(),
-            Args::new(py, args, nargs, kwnames),
-        )
-    };
     let me = me.get();
     if let Some(text) = a.only_exact_str() {
         return Ok(me.ids(py, &text)?.into_ptr());
     }
-    let (t, kw) = a.to_tuple_dict()?;
-    Ok(me.fallback.bind(py).call(t, kw.as_ref())?.into_ptr())
+    a.forward(me.fallback.bind(py))
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

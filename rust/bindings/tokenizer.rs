@@ -1174,59 +1174,33 @@ fn flat_ids(
     .map_err(to_py_err)
 }
 
-fast_method!(ENCODE_IDS, c"encode_ids", encode_ids_impl);
-fast_method!(ENCODE, c"encode", encode_impl);
+fast_method!(ENCODE_IDS, c"encode_ids", PyTokenizer, encode_ids_impl);
+fast_method!(ENCODE, c"encode", PyTokenizer, encode_impl);
 
 /// `Tokenizer.encode_ids(text)` and `(text, add_special_tokens)`, positional or keyword.
-unsafe fn encode_ids_impl(
-    py: Python<'_>,
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
+fn encode_ids_impl<'py>(
+    py: Python<'py>,
+    tok: Bound<'py, PyTokenizer>,
+    a: Args<'_, 'py>,
 ) -> PyResult<*mut ffi::PyObject> {
-    // SAFETY: `ENCODE_IDS` is bound only to a `Tokenizer` (in `_fast`), and the arguments
-    // are CPython's for this call.
-    let (tok, a) = unsafe {
-        (
-            Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<PyTokenizer>(),
-            Args::new(py, args, nargs, kwnames),
-        )
-    };
     let ast = intern!(py, "add_special_tokens");
     if let (Some(text), Some(flag)) = (a.first_str(), a.only_flag(1, ast, true, true)) {
         return Ok(tok.get().text_ids(py, &text, flag)?.into_ptr());
     }
-    let (t, kw) = a.to_tuple_dict()?;
-    Ok(tok
-        .call_method(intern!(py, "encode_ids"), t, kw.as_ref())?
-        .into_ptr())
+    a.forward(&tok.getattr(intern!(py, "encode_ids"))?)
 }
 
 /// `Tokenizer.encode(text)` and `(text, add_special_tokens=...)`.
-unsafe fn encode_impl(
-    py: Python<'_>,
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
+fn encode_impl<'py>(
+    py: Python<'py>,
+    tok: Bound<'py, PyTokenizer>,
+    a: Args<'_, 'py>,
 ) -> PyResult<*mut ffi::PyObject> {
-    // SAFETY: `ENCODE` is bound only to a `Tokenizer` (in `_fast`), and the arguments are
-    // CPython's for this call.
-    let (tok, a) = unsafe {
-        (
-            Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<PyTokenizer>(),
-            Args::new(py, args, nargs, kwnames),
-        )
-    };
     // The second positional parameter is `pair`: only the keyword form of the flag is taken.
     let ast = intern!(py, "add_special_tokens");
     if let (Some(text), Some(flag)) = (a.first_str(), a.only_flag(1, ast, true, false)) {
         let enc = tok.get().encode_text(py, &text, flag)?;
         return Ok(Bound::new(py, enc)?.into_ptr());
     }
-    let (t, kw) = a.to_tuple_dict()?;
-    Ok(tok
-        .call_method(intern!(py, "encode"), t, kw.as_ref())?
-        .into_ptr())
+    a.forward(&tok.getattr(intern!(py, "encode"))?)
 }
