@@ -541,21 +541,20 @@ impl SpBpe {
         })
     }
 
-    /// The final symbols of `text` as (output id, start, end) in `sc.out_ids`, before unknown
+    /// The final symbols of `bytes` as (output id, start, end) in `sc.out_ids`, before unknown
     /// fusion and byte fallback: span by span through this thread's cache when the string
     /// may be cut, else as one sequence.
-    fn runs(&self, text: &[u8], sc: &mut Scratch) {
+    fn runs(&self, bytes: &[u8], sc: &mut Scratch) {
         sc.out_ids.clear();
         if self.cut == Cut::Never {
-            self.merge_span(text, 0, sc);
+            self.merge_span(bytes, 0, sc);
             return;
         }
         with_span_table(self.uid, |mut table| {
-            let bytes = text;
             let mut start = 0;
             while start < bytes.len() {
                 let end = self.span_end(bytes, start);
-                let span = text.get(start..end).unwrap_or_default();
+                let span = bytes.get(start..end).unwrap_or_default();
                 match table.as_deref_mut() {
                     Some(t) if span.len() <= LONG_MAX_SPAN => {
                         if !t.get(span, start, &mut sc.out_ids) {
@@ -622,20 +621,19 @@ impl SpBpe {
         self.chars.at(bytes, i)
     }
 
-    /// Merge `text` (a span starting at byte `base` of the normalized string) as one
+    /// Merge `bytes` (a span starting at byte `base` of the normalized string) as one
     /// sequence and append its final symbols, UNUSED pieces split back, to `sc.out_ids`.
     /// Short spans of vocabularies without UNUSED pieces take `merge_short`, which applies
     /// the same rule as the heap engine (see there); the others take the heap engine.
-    fn merge_span(&self, text: &[u8], base: usize, sc: &mut Scratch) {
+    fn merge_span(&self, bytes: &[u8], base: usize, sc: &mut Scratch) {
         if self.has_unused {
-            return self.merge_span_heap(text, base, sc);
+            return self.merge_span_heap(bytes, base, sc);
         }
-        let bytes = text;
         let plain = self.user_defined.is_empty();
         // Without user-defined pieces a symbol is one character of at most 4 bytes: a span
         // longer than this has more than `SHORT` symbols, so skip reading them here.
         if plain && bytes.len() > 4 * SHORT {
-            return self.merge_long(text, base, sc);
+            return self.merge_long(bytes, base, sc);
         }
         // What the loop below finds for most words, seen without reading each symbol's key:
         // an optional `▁` (live) and live ASCII characters have no `DEAD` symbol, no `▁▁` and
@@ -667,7 +665,7 @@ impl SpBpe {
             i += len;
         }
         if i < bytes.len() {
-            return self.merge_long(text, base, sc);
+            return self.merge_long(bytes, base, sc);
         }
         // A stretch of live symbols without `▁▁`: the backtracking encoder gives the same run
         // (see `backtracker`), for fewer instructions than the merge loop on ASCII words (on
@@ -679,7 +677,7 @@ impl SpBpe {
         let mut pos = 0usize;
         for (&key, &len) in keys.iter().zip(&lens).take(m) {
             let end = pos + len as usize;
-            let id = self.output_id(key, text.get(pos..end).unwrap_or_default());
+            let id = self.output_id(key, bytes.get(pos..end).unwrap_or_default());
             sc.out_ids.push((id, base + pos, base + end));
             pos = end;
         }
@@ -773,11 +771,10 @@ impl SpBpe {
     /// stretches of live symbols between them merge independently (without UNUSED pieces the
     /// order of merges across stretches changes no result): each goes to the backtracking
     /// encoder, unless the span holds `▁▁` or the model has no encoder (then the heap).
-    fn merge_long(&self, text: &[u8], base: usize, sc: &mut Scratch) {
-        let Some(bt) = self.backtracker() else {
-            return self.merge_span_heap(text, base, sc);
-        };
-        let bytes = text;
+    fn merge_long(&self, bytes: &[u8], base: usize, sc: &mut Scratch) {
+        if self.backtracker().is_none() {
+            return self.merge_span_heap(bytes, base, sc);
+        }
         sc.dead.clear();
         let plain = self.user_defined.is_empty();
         let mut i = 0;
@@ -795,7 +792,7 @@ impl SpBpe {
             } else {
                 let space = is_space_at(bytes, i);
                 if space && prev_space {
-                    return self.merge_space_run(text, base, sc);
+                    return self.merge_space_run(bytes, base, sc);
                 }
                 prev_space = space;
             }
@@ -811,24 +808,14 @@ impl SpBpe {
                 .unwrap_or((bytes.len(), bytes.len()));
             if from < s {
                 let seg = bytes.get(from..s).unwrap_or_default();
-                let mut pos = base + from;
-                let start = sc.out_ids.len();
-                let out = &mut sc.out_ids;
-                let ok = bt.encode(seg, &mut sc.word.bt, |key, len| {
-                    let end = pos + len as usize;
-                    out.push((self.output_id(key, &[]), pos, end));
-                    pos = end;
-                });
-                if !ok {
-                    sc.out_ids.truncate(start);
-                    let piece = text.get(from..s).unwrap_or_default();
-                    self.merge_span_heap(piece, base + from, sc);
+                if !self.backtrack_span(seg, base + from, sc) {
+                    self.merge_span_heap(seg, base + from, sc);
                 }
             }
             if k >= sc.dead.len() {
                 break;
             }
-            let piece = text.get(s..e).unwrap_or_default();
+            let piece = bytes.get(s..e).unwrap_or_default();
             sc.out_ids
                 .push((self.output_id(DEAD, piece), base + s, base + e));
             from = e;
@@ -844,8 +831,7 @@ impl SpBpe {
     /// whitespace-run pieces merge, among the first k - 1 spaces and the first symbol of
     /// `▁B`'s result if that is a lone `▁` (nothing else there starts with `▁`): the
     /// standalone run of those spaces. Anything else goes to the heap.
-    fn merge_space_run(&self, text: &[u8], base: usize, sc: &mut Scratch) {
-        let bytes = text;
+    fn merge_space_run(&self, bytes: &[u8], base: usize, sc: &mut Scratch) {
         let mut k = 0;
         while bytes.get(k * 3..k * 3 + 3) == Some(SPACE) {
             k += 1;
@@ -858,8 +844,8 @@ impl SpBpe {
             && k >= 2
             && !rest.is_empty()
             && !rest.windows(3).any(|w| w == SPACE);
-        let (true, Some(head), Some(word)) = (simple, text.get(..tail), text.get(tail..)) else {
-            return self.merge_span_heap(text, base, sc);
+        let (true, Some(head), Some(word)) = (simple, bytes.get(..tail), bytes.get(tail..)) else {
+            return self.merge_span_heap(bytes, base, sc);
         };
         let from = sc.out_ids.len();
         // `▁B` has no `▁▁`, and a run of spaces alone goes to the heap: no deeper recursion.
@@ -867,7 +853,7 @@ impl SpBpe {
         let head = match sc.out_ids.get(from) {
             Some(&(_, s, e)) if e - s == SPACE.len() => {
                 sc.out_ids.remove(from);
-                text.get(..tail + 3).unwrap_or(head)
+                bytes.get(..tail + 3).unwrap_or(head)
             }
             _ => head,
         };
@@ -880,8 +866,7 @@ impl SpBpe {
 
     /// `merge_span` through the heap engine (`Word::merge_all`), for any length and with
     /// UNUSED resegmentation.
-    fn merge_span_heap(&self, text: &[u8], base: usize, sc: &mut Scratch) {
-        let bytes = text;
+    fn merge_span_heap(&self, bytes: &[u8], base: usize, sc: &mut Scratch) {
         let word = &mut sc.word;
         word.clear();
         sc.rev.clear();
@@ -909,7 +894,7 @@ impl SpBpe {
             sc.stack.clear();
             sc.stack.push((key, start, end));
             while let Some((key, s, e)) = sc.stack.pop() {
-                let piece = text.get(s..e).unwrap_or_default();
+                let piece = bytes.get(s..e).unwrap_or_default();
                 let id = self.output_id(key, piece);
                 if self.has_unused && self.kind(id) == Some(PieceType::Unused) {
                     if let Some(&(l, r)) = sc.rev.get(&id) {

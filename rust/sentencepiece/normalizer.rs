@@ -108,9 +108,6 @@ pub(crate) fn valid_char_len(s: &[u8]) -> Option<usize> {
     None
 }
 
-/// The code point of the 2- or 3-byte character at the start of `s` when it is valid (as
-/// `valid_char_len` decides), else `None`.
-#[inline]
 /// Append `input` to `out` with every space as `▁`, eight bytes at a time: a word without
 /// a space is copied as one fixed-size store; one with a space is stored whole, cut back to
 /// the space and followed by `▁` (`push_str` of each space-free run paid a `memcpy` call a
@@ -149,6 +146,9 @@ fn escape_spaces(input: &[u8], out: &mut Vec<u8>) {
     }
 }
 
+/// The code point of the 2- or 3-byte character at the start of `s` when it is valid (as
+/// `valid_char_len` decides), else `None`.
+#[inline]
 fn bmp_code_point(s: &[u8]) -> Option<u32> {
     let n = valid_char_len(s)?;
     let t = |i: usize| s.get(i).map_or(0, |&b| u32::from(b & 0x3f));
@@ -569,17 +569,27 @@ impl SpNormalizer {
         self.normalize_with(input, normalized, &mut NoAlign)
     }
 
+    /// No rules, user-defined pieces or whitespace removal (Llama's "identity" normalizer).
+    fn is_identity(&self) -> bool {
+        self.charsmap.is_empty() && self.user_defined.is_none() && !self.remove_extra_whitespaces
+    }
+
+    /// What a space becomes.
+    fn space(&self) -> &'static str {
+        if self.escape_whitespaces {
+            SPACE_SYMBOL
+        } else {
+            " "
+        }
+    }
+
     /// `normalize_text` without rules, user-defined pieces or whitespace removal (Llama's
     /// "identity" normalizer): every character is its own normalization (a `str` is valid
     /// UTF-8, so `normalize_prefix` would copy each character as it is) except the space,
     /// which is escaped; plus the dummy prefix. What the general loop gives, without its
     /// per-character steps.
     fn normalize_identity(&self, input: &str, out: &mut String) {
-        let space = if self.escape_whitespaces {
-            SPACE_SYMBOL
-        } else {
-            " "
-        };
+        let space = self.space();
         out.reserve(input.len() + input.len() / 2 + space.len());
         if self.add_dummy_prefix && !self.treat_whitespace_as_suffix {
             out.push_str(space);
@@ -609,21 +619,14 @@ impl SpNormalizer {
     /// would otherwise need a UTF-8 check to become one, which costs more than the escaping
     /// (every `▁` is a multi-byte character, off the check's ASCII fast path).
     pub fn normalize_bytes(&self, input: &str, out: &mut Vec<u8>) -> bool {
-        if !(self.charsmap.is_empty()
-            && self.user_defined.is_none()
-            && !self.remove_extra_whitespaces)
-        {
+        if !self.is_identity() {
             return false;
         }
         out.clear();
         if input.is_empty() {
             return true;
         }
-        let space = if self.escape_whitespaces {
-            SPACE_SYMBOL.as_bytes()
-        } else {
-            b" "
-        };
+        let space = self.space().as_bytes();
         out.reserve(input.len() + input.len() / 2 + 16);
         if self.add_dummy_prefix && !self.treat_whitespace_as_suffix {
             out.extend_from_slice(space);
@@ -651,11 +654,7 @@ impl SpNormalizer {
         if inp.is_empty() {
             return Ok(());
         }
-        if !A::KEEP
-            && self.charsmap.is_empty()
-            && self.user_defined.is_none()
-            && !self.remove_extra_whitespaces
-        {
+        if !A::KEEP && self.is_identity() {
             self.normalize_identity(input, normalized);
             return Ok(());
         }

@@ -272,11 +272,7 @@ impl Segmenter for SpUnigram {
             } else {
                 self.segment_into(bytes, &mut best, out, None)
             };
-            if best.capacity() > (1 << 20) && n < (1 << 16) {
-                // Do not keep a huge buffer alive for one outsized input.
-                best = Vec::new();
-            }
-            cell.set(best);
+            cell.set(kept_lattice(best, n));
             r
         })
     }
@@ -671,7 +667,7 @@ impl SpUnigram {
         SPANS.with(|cell| {
             let mut words = cell.take();
             let r = if normalizer.plain_words(text, &mut words) {
-                self.ids_with_cache(byte_fallback, out, |best, cache, sink| {
+                self.ids_with_cache(text.len(), byte_fallback, out, |best, cache, sink| {
                     self.plain_words_into(text.as_bytes(), &words, best, cache, sink)
                 })
             } else {
@@ -697,31 +693,20 @@ impl SpUnigram {
         if !self.words_ok || bytes.len() >= u32::MAX as usize {
             return None;
         }
-        let r = self.ids_with_cache(byte_fallback, out, |best, cache, sink| {
+        self.ids_with_cache(bytes.len(), byte_fallback, out, |best, cache, sink| {
             self.segment_words(bytes, best, sink, cache)
-        });
-        if bytes.len() < (1 << 16) {
-            LATTICE.with(|lc| {
-                // As `segment`: no huge lattice kept alive for one outsized input.
-                let best = lc.take();
-                lc.set(if best.capacity() > (1 << 20) {
-                    Vec::new()
-                } else {
-                    best
-                });
-            });
-        }
-        r
+        })
     }
 
-    /// Run `f` with this thread's lattice and this model's word cache into ids appended to
-    /// `out`, then fuse unknown runs as the facade's token loop does (an unknown id right
+    /// Run `f` (on an input of `len` bytes) with this thread's lattice and this model's word
+    /// cache into ids appended to `out`, then fuse unknown runs as the facade's token loop does (an unknown id right
     /// after another is dropped; only unknown pieces have the unknown id, and no CONTROL
     /// piece is matchable). `None`, with nothing appended, when an unknown piece occurred
     /// with `byte_fallback` (the token loop's byte pieces need the spans); on an error
     /// nothing is appended either.
     fn ids_with_cache(
         &self,
+        len: usize,
         byte_fallback: bool,
         out: &mut Vec<u32>,
         f: impl FnOnce(&mut Vec<Best>, &mut WordCache, &mut IdSink<'_>) -> Result<()>,
@@ -741,7 +726,7 @@ impl SpUnigram {
                 w.set(caches);
                 r
             });
-            lc.set(best);
+            lc.set(kept_lattice(best, len));
             r
         });
         let saw_unk = sink.saw_unk;
@@ -1144,6 +1129,16 @@ const UNK_STEP: u8 = 0x80;
 /// held too few of a corpus's words: on 0.5 MB of new prose after 0.5 MB of warm-up, 16K sets
 /// cost 7 % more instructions, mostly exact lattices of evicted words.)
 const SETS: usize = 1 << 15;
+
+/// The lattice buffer to keep for the thread after an input of `n` bytes: not a huge one
+/// that an earlier outsized input left behind.
+fn kept_lattice(best: Vec<Best>, n: usize) -> Vec<Best> {
+    if best.capacity() > (1 << 20) && n < (1 << 16) {
+        Vec::new()
+    } else {
+        best
+    }
+}
 
 /// A segment of a word (see `Cuts`), as `SpUnigram::word` takes it.
 struct Seg {
