@@ -5,6 +5,11 @@ what the oracle gives, and the same errors as the general method."""
 
 from __future__ import annotations
 
+import random
+import subprocess
+import sys
+from pathlib import Path
+
 import piecework
 import pytest
 
@@ -106,3 +111,56 @@ def test_sentencepiece_shapes(DATA, model):
     ref3 = spm.SentencePieceProcessor(model_file=path, out_type=str)
     assert sp3.encode("Hello world") == ref3.encode("Hello world")
     assert sp3.encode_as_ids("Hello world") == ref3.encode_as_ids("Hello world")
+
+
+# Ids on both sides of every size the shared int table takes (4096, then doubling, up to 2**18)
+# and beyond it; the vocabulary is sparse so that one text reaches them all.
+_SPARSE_IDS = [0, 1, 2, 4095, 4096, 4097, 8191, 8192, 65535, 65536, 70000, 262143, 262144, 300001]
+
+
+def _check_sparse_ids(ids: list[int], seed: int) -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import models, pre_tokenizers
+
+    vocab = {f"w{i}": i for i in ids}
+    vocab["<unk>"] = 3
+    ref = tokenizers.Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    ref.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok = piecework.Tokenizer.from_str(ref.to_str())
+    rng = random.Random(seed)
+    words = [*vocab, "nope"]
+    for _ in range(200):
+        text = " ".join(rng.choice(words) for _ in range(rng.randrange(0, 40)))
+        want = ref.encode(text).ids
+        got = tok.encode_ids(text)
+        assert got == want and all(type(i) is int for i in got), (text, got, want)
+        assert tok.encode(text).ids == want, text
+    texts = [" ".join(rng.choice(words) for _ in range(9)) for _ in range(300)]
+    assert tok.encode_batch_ids(texts) == [e.ids for e in ref.encode_batch(texts)]
+    # In the given order: descending, the first id seen is the largest.
+    text = " ".join(f"w{i}" for i in ids)
+    assert tok.encode_ids(text) == ref.encode(text).ids
+
+
+@pytest.mark.parametrize("order", ["ascending", "descending"])
+def test_shared_ints_any_id(order):
+    """Ids below, at and above each size of the process-wide table of shared ints, in a fresh
+    process (the table grows from its first size there) and in this one: the same ints as the
+    oracle's, whatever order the table grows in."""
+    pytest.importorskip("tokenizers")
+    ids = sorted(_SPARSE_IDS, reverse=order == "descending")
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import test_fast_calls as t; "
+        "t._check_sparse_ids([int(x) for x in sys.argv[2].split(',')], 7); print('ok')"
+    )
+    here = str(Path(__file__).parent)
+    r = subprocess.run(
+        [sys.executable, "-c", script, here, ",".join(map(str, ids))],
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    # (tokenizers warns on stdout about the holes in the vocabulary.)
+    out = r.stdout.decode().splitlines()
+    assert r.returncode == 0 and out[-1:] == ["ok"], r.stderr.decode()[-3000:]
+    _check_sparse_ids(ids, 11)

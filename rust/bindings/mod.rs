@@ -11,28 +11,78 @@ mod fastcall;
 mod sentencepiece;
 mod tokenizer;
 
+use pyo3::ffi;
 use pyo3::types::PyList;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
-/// Ids below this share one Python int each: vocabularies put their characters,
-/// punctuation and most frequent words there. Sharing ints spread over a whole large
-/// vocabulary measured slower (each reference count touched is a cache miss, where a fresh int
-/// reuses memory just freed).
-const SHARED_INTS: usize = 4096;
+/// The first table of shared ints covers the ids below this; ids beyond it grow the table.
+const FIRST_SHARED_INTS: usize = 4096;
 
-/// The shared ints, made once per process on first use: a list of ids then holds new
-/// references to them instead of a new int per id (an allocation and a free each). Ints are
-/// immutable, so sharing them changes nothing visible.
-static INTS: pyo3::sync::PyOnceLock<Box<[Py<PyAny>]>> = pyo3::sync::PyOnceLock::new();
+/// Ids at or above this get a new int each: the table stops at the largest vocabularies in use
+/// (o200k, Gemma), about 10 MB of ints and pointers when it is reached.
+const MAX_SHARED_INTS: usize = 1 << 18;
+
+/// The ints `0..len` as one Python object each, shared by every id list the process builds:
+/// a list then holds new references to them instead of a new int per id (an allocation, and a
+/// free when the list goes). Ints are immutable, so sharing them changes nothing visible.
+struct SharedInts(Box<[Py<PyAny>]>);
+
+/// The current table, null until first used. A table is never freed: a bigger one replaces it
+/// when an id beyond it is seen (its ints carried over), and a caller on another thread may
+/// still be reading the old one, so that one is left allocated (its pointers only; a few
+/// replacements in a process's life, each at least doubling the size).
+static SHARED_INTS: AtomicPtr<SharedInts> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The current table, made on first use.
+fn shared_ints(py: Python<'_>) -> PyResult<&'static [Py<PyAny>]> {
+    let p = SHARED_INTS.load(Ordering::Acquire);
+    // SAFETY: a non-null pointer is a leaked table (see `SHARED_INTS`), never freed.
+    match unsafe { p.as_ref() } {
+        Some(t) => Ok(&t.0),
+        None => grow_shared_ints(py, FIRST_SHARED_INTS - 1),
+    }
+}
+
+/// A table that holds `id` (if below `MAX_SHARED_INTS`): at least twice the current one, so
+/// that growing stays rare. Swapped in only if the table is still the one it grew from (else
+/// the other thread's one is taken).
+#[cold]
+fn grow_shared_ints(py: Python<'_>, id: usize) -> PyResult<&'static [Py<PyAny>]> {
+    let cur = SHARED_INTS.load(Ordering::Acquire);
+    // SAFETY: as in `shared_ints`.
+    let old: &[Py<PyAny>] = unsafe { cur.as_ref() }.map_or(&[], |t| &t.0);
+    let len = (id + 1)
+        .next_power_of_two()
+        .max(old.len() * 2)
+        .min(MAX_SHARED_INTS);
+    if len <= old.len() {
+        return Ok(old);
+    }
+    let mut ints: Vec<Py<PyAny>> = Vec::with_capacity(len);
+    ints.extend(old.iter().map(|o| o.clone_ref(py)));
+    for i in old.len()..len {
+        // SAFETY: returns a new reference, or NULL with an exception set.
+        let int = unsafe { ffi::PyLong_FromSize_t(i) };
+        // SAFETY: `int` is a new reference (NULL turned into the pending error).
+        ints.push(unsafe { Bound::from_owned_ptr_or_err(py, int)? }.unbind());
+    }
+    let new = Box::into_raw(Box::new(SharedInts(ints.into_boxed_slice())));
+    match SHARED_INTS.compare_exchange(cur, new, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: `new` was just leaked into the static and is never freed.
+        Ok(_) => Ok(&unsafe { &*new }.0),
+        Err(theirs) => {
+            // SAFETY: `new` was not published, so this is its only owner; `theirs` is a
+            // published table (non-null: `cur` was replaced by one).
+            drop(unsafe { Box::from_raw(new) });
+            Ok(unsafe { theirs.as_ref() }.map_or(&[], |t| &t.0))
+        }
+    }
+}
 
 /// `ids` as a Python list of ints. Written against the C API: the list is filled slot by
-/// slot with the shared table looked up once per list, not once per id.
+/// slot from the shared table (looked up once per list, not once per id).
 pub(crate) fn ids_list<'py>(py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
-    use pyo3::ffi;
-    let shared = INTS.get_or_init(py, || {
-        (0..SHARED_INTS)
-            .map(|i| pyo3::types::PyInt::new(py, i).into_any().unbind())
-            .collect()
-    });
+    let mut shared = shared_ints(py)?;
     let n = ffi::Py_ssize_t::try_from(ids.len())
         .map_err(|_| PyValueError::new_err("too many ids for a list"))?;
     // SAFETY: PyList_New gives a new reference (or NULL with an exception set, turned into
@@ -40,10 +90,14 @@ pub(crate) fn ids_list<'py>(py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py,
     // error return is safe; every slot is filled below before the list is returned.
     let list = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(n))? };
     for (i, &id) in ids.iter().enumerate() {
-        let int = match shared.get(id as usize) {
+        let id = id as usize;
+        if id >= shared.len() && id < MAX_SHARED_INTS {
+            shared = grow_shared_ints(py, id)?;
+        }
+        let int = match shared.get(id) {
             Some(obj) => obj.clone_ref(py).into_ptr(),
             // SAFETY: returns a new reference, or NULL with an exception set.
-            None => unsafe { ffi::PyLong_FromUnsignedLong(std::ffi::c_ulong::from(id)) },
+            None => unsafe { ffi::PyLong_FromSize_t(id) },
         };
         if int.is_null() {
             return Err(PyErr::fetch(py));
@@ -55,6 +109,28 @@ pub(crate) fn ids_list<'py>(py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py,
     }
     // SAFETY: made by PyList_New above.
     Ok(unsafe { list.cast_into_unchecked::<PyList>() })
+}
+
+/// Capacity (in ids) up to which a thread keeps its id buffer between calls; a bigger one,
+/// left by a long text, is freed rather than held for the thread's life.
+const KEPT_IDS_CAPACITY: usize = 1 << 16;
+
+thread_local! {
+    /// The ids of the text being encoded by a single-text call on this thread, kept between
+    /// calls so that a call allocates no vector (the list is built from it).
+    static IDS_BUFFER: std::cell::Cell<Vec<u32>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// `f` on this thread's empty id buffer. A call nested in `f` (none is expected) gets a new
+/// buffer of its own.
+pub(crate) fn with_ids_buffer<R>(f: impl FnOnce(&mut Vec<u32>) -> R) -> R {
+    let mut buf = IDS_BUFFER.with(std::cell::Cell::take);
+    buf.clear();
+    let r = f(&mut buf);
+    if buf.capacity() <= KEPT_IDS_CAPACITY {
+        IDS_BUFFER.with(|c| c.set(buf));
+    }
+    r
 }
 
 /// Python's cyclic garbage collector held off while this lives (on a thread holding the
@@ -98,7 +174,6 @@ pub(crate) fn ids_lists_streamed<'py, T: Sync>(
     bytes: impl Fn(&T) -> usize,
     f: impl Fn(&T) -> Result<Vec<u32>, Error> + Sync,
 ) -> PyResult<Bound<'py, PyList>> {
-    use pyo3::ffi;
     let n = ffi::Py_ssize_t::try_from(items.len())
         .map_err(|_| PyValueError::new_err("batch too large"))?;
     // SAFETY: PyList_New gives a new reference (or NULL with an exception set, turned into
@@ -144,7 +219,6 @@ pub(crate) fn plan_lists_streamed<'py>(
     piece: impl Fn(&crate::cuts::Piece<'_>) -> Result<Vec<u32>, Error> + Sync,
     mut finish: impl FnMut(&mut dyn Iterator<Item = Vec<u32>>) -> Result<Vec<u32>, Error>,
 ) -> PyResult<Bound<'py, PyList>> {
-    use pyo3::ffi;
     let texts = plan.bounds.len().saturating_sub(1);
     let n =
         ffi::Py_ssize_t::try_from(texts).map_err(|_| PyValueError::new_err("batch too large"))?;

@@ -3,7 +3,7 @@
 //! Python class only dispatches on argument shapes.
 
 use super::fastcall::{fast_method, Args, MethodDef};
-use super::{ids_list, ids_lists_streamed, plan_lists_streamed, to_py_err};
+use super::{ids_list, ids_lists_streamed, plan_lists_streamed, to_py_err, with_ids_buffer};
 use crate::error::Error;
 use crate::parallel::map_batch;
 use crate::sentencepiece::vocab::PieceType;
@@ -35,14 +35,6 @@ struct Extra {
 }
 
 impl Extra {
-    /// The default options: nothing added, reversed or renamed.
-    const NONE: Extra = Extra {
-        bos: None,
-        eos: None,
-        reverse: false,
-        emit_unk_piece: false,
-    };
-
     /// The options on a text's ids: reversed, then `<s>` / `</s>` around them.
     fn apply(self, ids: &mut Vec<u32>) {
         if self.reverse {
@@ -515,10 +507,12 @@ impl PyFastEncode {
     ) -> PyResult<Bound<'py, PyList>> {
         let text = text.to_str()?;
         let sp = self.sp.get();
-        let ids = py
-            .detach(|| sp.ids_one(text, Extra::NONE))
-            .map_err(to_py_err)?;
-        ids_list(py, &ids)
+        with_ids_buffer(|out| {
+            // Default options: the ids are the model's, nothing to apply.
+            py.detach(|| sp.inner.encode_ids(text, out))
+                .map_err(to_py_err)?;
+            ids_list(py, out)
+        })
     }
 }
 

@@ -6,7 +6,7 @@
 //! released) while another reconfigures, and each call sees one whole configuration.
 
 use super::fastcall::{fast_method, Args, MethodDef};
-use super::{ids_list, ids_lists_streamed, plan_lists_streamed, to_py_err};
+use super::{ids_list, ids_lists_streamed, plan_lists_streamed, to_py_err, with_ids_buffer};
 use crate::encoding::{
     Direction, Encoding, PaddingParams, PaddingStrategy, TruncationParams, TruncationStrategy,
 };
@@ -219,15 +219,15 @@ impl PyTokenizer {
         // The snapshot is borrowed under the read lock only for the `Arc` clone: encoding
         // must not hold the lock (a reconfiguration would wait for it with the GIL held).
         let tok = self.snapshot();
-        let ids = py
-            .detach(|| {
+        with_ids_buffer(|out| {
+            py.detach(|| {
                 // Room for about one id per 3 bytes up front saves the first regrowths.
-                let mut out = Vec::with_capacity(text.len().min(1 << 20) / 3 + 4);
-                tok.encode_ids(text, add_special_tokens, &mut out)
-                    .map(|()| out)
+                out.reserve(text.len().min(1 << 20) / 3 + 4);
+                tok.encode_ids(text, add_special_tokens, out)
             })
             .map_err(to_py_err)?;
-        ids_list(py, &ids)
+            ids_list(py, out)
+        })
     }
 
     /// `encode` of one text: its ids now, the other fields when asked for.
