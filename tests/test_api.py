@@ -443,6 +443,8 @@ def test_pickle_and_copies(both):
     theirs.enable_padding(length=9, pad_id=1)
     for clone in (
         pickle.loads(pickle.dumps(ours)),
+        pickle.loads(pickle.dumps(ours, protocol=0)),
+        pickle.loads(pickle.dumps(ours, protocol=1)),
         pickle.loads(pickle.dumps(ours, protocol=pickle.HIGHEST_PROTOCOL)),
         copy.deepcopy(ours),
         copy.copy(ours),

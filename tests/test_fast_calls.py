@@ -52,7 +52,7 @@ def test_tokenizer_shapes(DATA, name):
 
 def test_tokenizer_errors_as_general_method(DATA):
     tok, _ = _tokenizer(DATA, "bert-base-uncased")
-    core = tok._tok
+    core = tok
     calls = [
         ((), {}),
         ((3,), {}),
@@ -64,7 +64,7 @@ def test_tokenizer_errors_as_general_method(DATA):
         (("\ud800",), {}),
     ]
     for name in ("encode_ids", "encode"):
-        general = getattr(type(core), name)
+        general = getattr(piecework._core.Tokenizer, "_" + name)
         for args, kwargs in calls:
             with pytest.raises(Exception) as want:
                 general(core, *args, **kwargs)
@@ -164,3 +164,35 @@ def test_shared_ints_any_id(order):
     out = r.stdout.decode().splitlines()
     assert r.returncode == 0 and out[-1:] == ["ok"], r.stderr.decode()[-3000:]
     _check_sparse_ids(ids, 11)
+
+
+def test_tokenizer_is_the_core(DATA):
+    """`piecework.Tokenizer` objects are the core's (no instance dict in the way of the fast
+    calls); the fast calls check their receiver, and a core made by `__new__` alone refuses
+    every call instead of encoding."""
+    tok, ref = _tokenizer(DATA, "bert-base-uncased")
+    core = piecework._core.Tokenizer
+    assert isinstance(tok, core) and not hasattr(tok, "__dict__")
+    text = "Hello world"
+    for name in ("encode_ids", "encode"):
+        f = getattr(core, name)
+        got = f(tok, text)
+        assert (got if name == "encode_ids" else got.ids) == ref.encode(text).ids
+        with pytest.raises(TypeError):
+            f("not a tokenizer", text)
+        with pytest.raises(TypeError):
+            f()
+    empty = core()
+    for call in (
+        lambda: empty.encode_ids(text),
+        lambda: empty.encode(text),
+        lambda: empty.get_vocab_size(),
+        lambda: empty.no_padding(),
+        lambda: empty.to_str(),
+        lambda: core().copy(),
+        lambda: tok._assign(empty),
+    ):
+        with pytest.raises(piecework.TokenizerError):
+            call()
+    # `tok` is unchanged by the refused `_assign`.
+    assert tok.encode_ids(text) == ref.encode(text).ids

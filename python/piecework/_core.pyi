@@ -2,6 +2,8 @@
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeAlias, final
 
+from typing_extensions import Self, disjoint_base
+
 __all__ = [
     "DlpackBuffer",
     "Encoding",
@@ -76,8 +78,10 @@ class Encoding:
     def truncate(self, max_length: int, stride: int = 0, direction: str = "right") -> None: ...
     def __len__(self) -> int: ...
 
-@final
+@disjoint_base
 class Tokenizer:
+    def __new__(cls, *_args: Any, **_kwargs: Any) -> Self: ...
+    def _assign(self, other: Tokenizer) -> None: ...
     @staticmethod
     def from_str(json: str) -> Tokenizer: ...
     @staticmethod
@@ -111,8 +115,15 @@ class Tokenizer:
     def encode_batch(
         self, input: Iterable[Any], is_pretokenized: bool = False, add_special_tokens: bool = True
     ) -> list[Encoding]: ...
+    def _encode(
+        self,
+        sequence: _Seq,
+        pair: _Seq | None = None,
+        is_pretokenized: bool = False,
+        add_special_tokens: bool = True,
+    ) -> Encoding: ...
     def encode_ids(self, text: str, add_special_tokens: bool = True) -> list[int]: ...
-    def _fast(self, name: str) -> Callable[..., Any]: ...
+    def _encode_ids(self, text: str, add_special_tokens: bool = True) -> list[int]: ...
     def encode_batch_ids(
         self, texts: Sequence[str], add_special_tokens: bool = True
     ) -> list[list[int]]: ...

@@ -102,43 +102,36 @@ def _core_constructor(name: str) -> Any:
     return ctor
 
 
-# Methods of `Tokenizer` that only forward to the core's method of the same name and signature;
-# the first ones through the core's builtin function for the common call (`_core.Tokenizer._fast`).
-_FAST = ("encode", "encode_ids")
-_DIRECT = (*_FAST, "decode")
+def _unpickle(cls: type[Tokenizer], state: tuple[Any, ...]) -> Tokenizer:
+    """A pickled `Tokenizer` (or subclass) again, from `Tokenizer.__getstate__`'s state."""
+    new = cls.__new__(cls)
+    new.__setstate__(state)
+    return new
 
 
-class Tokenizer:
+class Tokenizer(_core.Tokenizer):
     """A tokenizer: text in, `Encoding` out, exactly as `tokenizers.Tokenizer` does it.
 
     Build one with `from_file`, `from_str`, `from_buffer`, `from_wordpiece_vocab`,
     `from_sentencepiece` or `from_spm_vocab`. The vocabulary is immutable and shared between
     copies; padding and truncation are per object and may be changed while other threads encode.
+
+    The object is the core's (a subclass with no `__dict__`): the per-text calls (`encode`,
+    `encode_ids`, `decode`) and the vocabulary and configuration methods are the core's own,
+    with the same signatures and defaults, so a call costs no Python frame.
     """
 
-    # __dict__ holds the core's bound methods that shadow the per-text calls (see _set_core).
-    __slots__ = ("__dict__", "_source", "_tok")
+    __slots__ = ("_source",)
 
     def __init__(self, tokenizer: _core.Tokenizer, _source: tuple[Any, ...] | None = None):
         if not isinstance(tokenizer, _core.Tokenizer):
             raise TypeError(
                 "Tokenizer() takes a piecework._core.Tokenizer; use Tokenizer.from_file"
             )
-        self._set_core(tokenizer)
+        self._assign(tokenizer)
         # How to rebuild a tokenizer that was not loaded from JSON (for pickling): (kind, data,
         # options). None for tokenizer.json.
         self._source = _source
-
-    def _set_core(self, core: _core.Tokenizer) -> None:
-        self._tok = core
-        # The per-text calls go straight to the core's methods (same signatures and defaults),
-        # so a call costs no Python frame; a subclass that overrides one keeps its override.
-        d = self.__dict__
-        for name in _DIRECT:
-            if getattr(type(self), name) is getattr(Tokenizer, name):
-                d[name] = core._fast(name) if name in _FAST else getattr(core, name)
-            else:
-                d.pop(name, None)
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -180,7 +173,7 @@ class Tokenizer:
         return cls._from_vocab_bytes(_read(path), lowercase, strip_accents)
 
     @classmethod
-    def from_tiktoken(
+    def from_tiktoken(  # type: ignore[override]  # the core's takes the parsed parts
         cls,
         path_or_bytes: PathLike | bytes,
         pattern: str | None = None,
@@ -255,15 +248,15 @@ class Tokenizer:
         return cls(core, ("spm", data, dict(opts)))
 
     # ----------------------------------------------------------------- serialization
-    def to_str(self, pretty: bool = False) -> str:
-        """The tokenizer.json document (with the current padding and truncation)."""
-        return self._tok.to_str(pretty)
-
     def save(self, path: PathLike, pretty: bool = True) -> None:
         """Write the tokenizer.json document to `path`."""
         text = self.to_str(pretty)
         with open(os.fspath(path), "w", encoding="utf-8", newline="") as f:
             f.write(text)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # One path for every protocol (copyreg's for protocols 0 and 1 cannot make the core).
+        return (_unpickle, (type(self), self.__getstate__()))
 
     def __getstate__(self) -> tuple[Any, ...]:
         if self._source is None:
@@ -292,14 +285,14 @@ class Tokenizer:
                 other.enable_padding(**padding)
             if truncation is not None:
                 other.enable_truncation(**truncation)
-        self._set_core(other._tok)
+        self._assign(other)
         self._source = other._source
 
     def __copy__(self) -> Tokenizer:
         # The core is immutable and shared; the configuration becomes independent. A subclass
         # stays itself (its __init__ may take other arguments, so it is not called).
         new = type(self).__new__(type(self))
-        new._set_core(self._tok.copy())
+        new._assign(self)
         new._source = self._source
         return new
 
@@ -307,19 +300,6 @@ class Tokenizer:
         return self.__copy__()
 
     # ----------------------------------------------------------------- encoding
-    def encode(
-        self,
-        sequence: InputSequence,
-        pair: InputSequence | None = None,
-        is_pretokenized: bool = False,
-        add_special_tokens: bool = True,
-    ) -> Encoding:
-        """Encode one sequence (a str, or a list of words with `is_pretokenized=True`), or a pair.
-
-        For a single str only the ids are computed here (as fast as `encode_ids`); the other
-        fields of the `Encoding` are built the first time they are read, with the same values."""
-        return self._tok.encode(sequence, pair, is_pretokenized, add_special_tokens)
-
     def encode_batch(
         self,
         inputs: Iterable[EncodeInput],
@@ -328,7 +308,7 @@ class Tokenizer:
     ) -> list[Encoding]:
         """Encode many inputs in parallel; each is a sequence or a `(first, pair)` tuple/list.
         A batch of str builds each `Encoding`'s fields other than the ids on first read."""
-        return self._tok.encode_batch(inputs, is_pretokenized, add_special_tokens)
+        return super().encode_batch(inputs, is_pretokenized, add_special_tokens)
 
     def encode_batch_fast(
         self,
@@ -337,92 +317,28 @@ class Tokenizer:
         add_special_tokens: bool = True,
     ) -> list[Encoding]:
         """Same as `encode_batch` (offsets are only built when read anyway)."""
-        return self._tok.encode_batch(inputs, is_pretokenized, add_special_tokens)
+        return super().encode_batch(inputs, is_pretokenized, add_special_tokens)
 
     def encode_batch_ids(
         self, texts: Sequence[str], add_special_tokens: bool = True
     ) -> list[list[int]]:
         """The ids of many texts, encoded in parallel, without padding."""
-        return self._tok.encode_batch_ids(list(texts), add_special_tokens)
+        return super().encode_batch_ids(list(texts), add_special_tokens)
 
-    def encode_batch_flat(
+    def encode_batch_flat(  # type: ignore[override]  # the core's batch, wrapped
         self, texts: Sequence[str], add_special_tokens: bool = True
     ) -> TokenBatch:
         """The ids of many texts as one flat buffer plus row splits, without padding: zero-copy
         to numpy (`.ids`, `.row_splits`, `.to_numpy()`) and to Arrow (`pyarrow.array(batch)`)."""
-        return TokenBatch(self._tok.encode_batch_flat(list(texts), add_special_tokens))
+        return TokenBatch(super().encode_batch_flat(list(texts), add_special_tokens))
 
     def count_tokens(
         self, text_or_texts: str | Sequence[str], add_special_tokens: bool = True
     ) -> int | list[int]:
         """How many tokens a text (or each text of a list) encodes to, without padding."""
         if isinstance(text_or_texts, str):
-            return self._tok.count_tokens_batch([text_or_texts], add_special_tokens)[0]
-        return self._tok.count_tokens_batch(list(text_or_texts), add_special_tokens)
-
-    def encode_ids(self, text: str, add_special_tokens: bool = True) -> list[int]:
-        """Only the ids of one text, without padding: the fastest path."""
-        return self._tok.encode_ids(text, add_special_tokens)
-
-    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
-        return self._tok.decode(ids, skip_special_tokens)
-
-    def decode_batch(
-        self, sequences: Sequence[Sequence[int]], skip_special_tokens: bool = True
-    ) -> list[str]:
-        return self._tok.decode_batch(sequences, skip_special_tokens)
-
-    # ----------------------------------------------------------------- vocabulary
-    def token_to_id(self, token: str) -> int | None:
-        return self._tok.token_to_id(token)
-
-    def id_to_token(self, id: int) -> str | None:
-        return self._tok.id_to_token(id)
-
-    def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
-        return self._tok.get_vocab(with_added_tokens)
-
-    def get_vocab_size(self, with_added_tokens: bool = True) -> int:
-        return self._tok.get_vocab_size(with_added_tokens)
-
-    # ----------------------------------------------------------------- padding / truncation
-    def enable_padding(
-        self,
-        direction: str = "right",
-        pad_id: int = 0,
-        pad_type_id: int = 0,
-        pad_token: str = "[PAD]",
-        length: int | None = None,
-        pad_to_multiple_of: int | None = None,
-    ) -> None:
-        self._tok.enable_padding(
-            direction, pad_id, pad_type_id, pad_token, length, pad_to_multiple_of
-        )
-
-    def no_padding(self) -> None:
-        self._tok.no_padding()
-
-    @property
-    def padding(self) -> dict[str, Any] | None:
-        """The padding settings as `tokenizers` reports them, or None."""
-        return self._tok.padding
-
-    def enable_truncation(
-        self,
-        max_length: int,
-        stride: int = 0,
-        strategy: str = "longest_first",
-        direction: str = "right",
-    ) -> None:
-        self._tok.enable_truncation(max_length, stride, strategy, direction)
-
-    def no_truncation(self) -> None:
-        self._tok.no_truncation()
-
-    @property
-    def truncation(self) -> dict[str, Any] | None:
-        """The truncation settings as `tokenizers` reports them, or None."""
-        return self._tok.truncation
+            return self.count_tokens_batch([text_or_texts], add_special_tokens)[0]
+        return self.count_tokens_batch(list(text_or_texts), add_special_tokens)
 
     def __repr__(self) -> str:
         kind = "tokenizer.json" if self._source is None else self._source[0]

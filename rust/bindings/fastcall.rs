@@ -29,15 +29,37 @@ pub(crate) type FastFn = unsafe extern "C" fn(
 ) -> *mut ffi::PyObject;
 
 impl MethodDef {
-    pub(crate) const fn new(name: &'static std::ffi::CStr, f: FastFn) -> MethodDef {
+    /// `doc` as CPython reads it: a first line `name($self, ...)` then `--` gives the
+    /// signature `inspect` reports.
+    pub(crate) const fn new(
+        name: &'static std::ffi::CStr,
+        doc: &'static std::ffi::CStr,
+        f: FastFn,
+    ) -> MethodDef {
         MethodDef(ffi::PyMethodDef {
             ml_name: name.as_ptr(),
             ml_meth: ffi::PyMethodDefPointer {
                 PyCFunctionFastWithKeywords: f,
             },
             ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-            ml_doc: std::ptr::null(),
+            ml_doc: doc.as_ptr(),
         })
+    }
+
+    /// A method descriptor of the class `ty` for this definition: `obj.name(...)` then calls
+    /// the function with `obj` as its first argument and no bound method made (the
+    /// interpreter's method-call path). CPython checks that `obj` is an instance of `ty`
+    /// (or a subclass) before the call, which is what lets the function cast it unchecked.
+    pub(crate) fn descriptor<'py>(
+        &'static self,
+        ty: &Bound<'py, pyo3::types::PyType>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        // SAFETY: the definition lives for the whole process; PyDescr_NewMethod returns a new
+        // reference (or NULL with an exception set) and keeps its own reference to `ty`.
+        unsafe {
+            let def = std::ptr::from_ref(&self.0).cast_mut();
+            Bound::from_owned_ptr_or_err(ty.py(), ffi::PyDescr_NewMethod(ty.as_type_ptr(), def))
+        }
     }
 
     /// A builtin function object that calls this definition's function with `owner` as its
@@ -60,11 +82,12 @@ impl MethodDef {
 }
 
 /// `static $def: MethodDef` (`MethodDef` and `Args` in scope where it is used) named
-/// `$name`, whose C function runs `$imp(py, receiver, args)` inside PyO3's trampoline (panics
-/// become exceptions, the attach count is kept). The definition must be bound (`bind`) only
-/// to objects of the pyclass `$ty`: the receiver is cast to it unchecked.
+/// `$name` with the docstring `$doc`, whose C function runs `$imp(py, receiver, args)` inside
+/// PyO3's trampoline (panics become exceptions, the attach count is kept). The definition
+/// must be bound (`bind`) only to objects of the pyclass `$ty`, or be a descriptor of that
+/// class (`descriptor`): the receiver is cast to it unchecked.
 macro_rules! fast_method {
-    ($def:ident, $name:literal, $ty:ty, $imp:path) => {
+    ($def:ident, $name:literal, $doc:literal, $ty:ty, $imp:path) => {
         static $def: MethodDef = {
             unsafe fn body(
                 py: pyo3::Python<'_>,
@@ -95,7 +118,7 @@ macro_rules! fast_method {
                     pyo3::impl_::trampoline::fastcall_with_keywords(slf, args, nargs, kwnames, body)
                 }
             }
-            MethodDef::new($name, call)
+            MethodDef::new($name, $doc, call)
         };
     };
 }

@@ -79,6 +79,17 @@ fn grow_shared_ints(py: Python<'_>, id: usize) -> PyResult<&'static [Py<PyAny>]>
     }
 }
 
+/// Grow the shared ints now to cover a vocabulary of `n` ids, so that a tokenizer's first
+/// encodings do not pay for it (a failure only leaves the growing to `ids_list`).
+pub(crate) fn reserve_shared_ints(py: Python<'_>, n: usize) {
+    // SAFETY: as in `shared_ints` (null: no table yet).
+    let have = unsafe { SHARED_INTS.load(Ordering::Acquire).as_ref() }.map_or(0, |t| t.0.len());
+    if n > have {
+        // An error (out of memory) was fetched into the result, not left pending.
+        let _ = grow_shared_ints(py, n.min(MAX_SHARED_INTS).saturating_sub(1));
+    }
+}
+
 /// `ids` as a Python list of ints. Written against the C API: the list is filled slot by
 /// slot from the shared table (looked up once per list, not once per id).
 pub(crate) fn ids_list<'py>(py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {

@@ -193,6 +193,7 @@ impl PySentencePiece {
         let inner = py
             .detach(|| SentencePiece::from_model_bytes(data))
             .map_err(to_py_err)?;
+        super::reserve_shared_ints(py, inner.piece_size());
         Ok(PySentencePiece { inner })
     }
 
@@ -224,6 +225,7 @@ impl PySentencePiece {
         let inner = py
             .detach(|| SentencePiece::from_spm_text(text, &opts))
             .map_err(to_py_err)?;
+        super::reserve_shared_ints(py, inner.piece_size());
         Ok(PySentencePiece { inner })
     }
 
@@ -545,7 +547,13 @@ impl PyFastEncode {
     }
 }
 
-fast_method!(FAST_ENCODE, c"encode", PyFastEncode, fast_encode_impl);
+fast_method!(
+    FAST_ENCODE,
+    c"encode",
+    c"encode(input, *args, **kwargs)\n--\n\nSentencePieceProcessor.encode with the processor's options.",
+    PyFastEncode,
+    fast_encode_impl
+);
 
 fn fast_encode_impl<'py>(
     py: Python<'py>,

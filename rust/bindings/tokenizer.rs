@@ -23,6 +23,11 @@ use std::sync::{Arc, OnceLock, RwLock};
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTokenizer>()?;
     m.add_class::<PyEncoding>()?;
+    // The per-text calls as method descriptors of the class (see `fastcall`), in place of
+    // the general methods, which stay as `_encode_ids` and `_encode`.
+    let ty = m.py().get_type::<PyTokenizer>();
+    ty.setattr(intern!(m.py(), "encode_ids"), ENCODE_IDS.descriptor(&ty)?)?;
+    ty.setattr(intern!(m.py(), "encode"), ENCODE.descriptor(&ty)?)?;
     Ok(())
 }
 
@@ -135,24 +140,33 @@ fn strategy_str(s: TruncationStrategy) -> &'static str {
 }
 
 /// A tokenizer (tokenizer.json pipeline). Immutable core; padding and truncation swap snapshots.
-#[pyclass(frozen, module = "piecework._core", name = "Tokenizer")]
+/// `piecework.Tokenizer` is a subclass: its objects are these, with no Python attribute in
+/// the way of the per-text calls. An object made by `__new__` alone holds no tokenizer until
+/// `_assign` gives it one.
+#[pyclass(frozen, subclass, module = "piecework._core", name = "Tokenizer")]
 pub struct PyTokenizer {
-    current: RwLock<Arc<Tokenizer>>,
+    current: RwLock<Option<Arc<Tokenizer>>>,
+}
+
+fn not_loaded() -> PyErr {
+    super::TokenizerError::new_err("this Tokenizer holds no tokenizer (made by __new__ alone)")
 }
 
 impl PyTokenizer {
-    fn new(tok: Tokenizer) -> Self {
+    fn new(py: Python<'_>, tok: Tokenizer) -> Self {
+        super::reserve_shared_ints(py, tok.get_vocab_size(true));
         PyTokenizer {
-            current: RwLock::new(Arc::new(tok)),
+            current: RwLock::new(Some(Arc::new(tok))),
         }
     }
 
     /// The current snapshot; the lock is held only for the `Arc` clone.
-    fn snapshot(&self) -> Arc<Tokenizer> {
-        match self.current.read() {
-            Ok(g) => Arc::clone(&g),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        }
+    fn snapshot(&self) -> PyResult<Arc<Tokenizer>> {
+        let g = match self.current.read() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        g.as_ref().map(Arc::clone).ok_or_else(not_loaded)
     }
 
     /// `encode_batch` of texts only: their ids now (in parallel), the other fields of each
@@ -173,7 +187,7 @@ impl PyTokenizer {
             .map(|b| std::str::from_utf8(b.as_bytes()))
             .collect::<Result<Vec<&str>, _>>()
             .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-        let tok = self.snapshot();
+        let tok = self.snapshot()?;
         let ids = py
             .detach(|| {
                 crate::parallel::map_batch(
@@ -218,7 +232,7 @@ impl PyTokenizer {
         let text = text.to_str()?;
         // The snapshot is borrowed under the read lock only for the `Arc` clone: encoding
         // must not hold the lock (a reconfiguration would wait for it with the GIL held).
-        let tok = self.snapshot();
+        let tok = self.snapshot()?;
         with_ids_buffer(|out| {
             py.detach(|| {
                 // Room for about one id per 3 bytes up front saves the first regrowths.
@@ -240,7 +254,7 @@ impl PyTokenizer {
         let utf8 = text.encode_utf8()?;
         let s = std::str::from_utf8(utf8.as_bytes())
             .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-        let tok = self.snapshot();
+        let tok = self.snapshot()?;
         let ids = py
             .detach(|| tok.encode_ids_lazy(s, add_special_tokens))
             .map_err(to_py_err)?;
@@ -259,8 +273,8 @@ impl PyTokenizer {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
-        let next = f(&guard).map_err(to_py_err)?;
-        *guard = Arc::new(next);
+        let next = f(guard.as_ref().ok_or_else(not_loaded)?).map_err(to_py_err)?;
+        *guard = Some(Arc::new(next));
         Ok(())
     }
 }
@@ -274,7 +288,7 @@ impl PyTokenizer {
         let tok = py
             .detach(|| Tokenizer::from_json_str(&json))
             .map_err(to_py_err)?;
-        Ok(Self::new(tok))
+        Ok(Self::new(py, tok))
     }
 
     /// Load a tokenizer.json document given as UTF-8 bytes.
@@ -288,7 +302,7 @@ impl PyTokenizer {
                 Tokenizer::from_json_str(json)
             })
             .map_err(to_py_err)?;
-        Ok(Self::new(tok))
+        Ok(Self::new(py, tok))
     }
 
     /// The BERT tokenizer of a vocab.txt (what `tokenizers.BertWordPieceTokenizer` builds).
@@ -304,7 +318,7 @@ impl PyTokenizer {
         let tok = py
             .detach(|| Tokenizer::from_vocab_txt(data, lowercase, strip_accents))
             .map_err(to_py_err)?;
-        Ok(Self::new(tok))
+        Ok(Self::new(py, tok))
     }
 
     /// A tokenizer over a `.tiktoken` vocabulary (its bytes), its split pattern (tiktoken's
@@ -319,7 +333,7 @@ impl PyTokenizer {
         let tok = py
             .detach(|| Tokenizer::from_tiktoken(data, pattern, &special_tokens))
             .map_err(to_py_err)?;
-        Ok(Self::new(tok))
+        Ok(Self::new(py, tok))
     }
 
     /// A tokenizer over a SentencePiece `.model` (its bytes), run as sentencepiece runs it.
@@ -328,7 +342,7 @@ impl PyTokenizer {
         let tok = py
             .detach(|| Tokenizer::from_sentencepiece(data))
             .map_err(to_py_err)?;
-        Ok(Self::new(tok))
+        Ok(Self::new(py, tok))
     }
 
     /// A tokenizer over a `.spm` text vocabulary; the file holds no settings, so they are given.
@@ -364,17 +378,18 @@ impl PyTokenizer {
         let tok = py
             .detach(|| Tokenizer::from_spm_text(text, &opts))
             .map_err(to_py_err)?;
-        Ok(Self::new(tok))
+        Ok(Self::new(py, tok))
     }
 
     /// Serialize to tokenizer.json (with the current padding and truncation).
     #[pyo3(signature = (pretty = false))]
     fn to_str(&self, py: Python<'_>, pretty: bool) -> PyResult<String> {
-        let tok = self.snapshot();
+        let tok = self.snapshot()?;
         py.detach(|| tok.to_json_string(pretty)).map_err(to_py_err)
     }
 
-    #[pyo3(signature = (sequence, pair = None, is_pretokenized = false, add_special_tokens = true))]
+    /// The general `encode` (every argument shape), which the fast `encode` hands calls on to.
+    #[pyo3(name = "_encode", signature = (sequence, pair = None, is_pretokenized = false, add_special_tokens = true))]
     fn encode(
         &self,
         py: Python<'_>,
@@ -390,7 +405,7 @@ impl PyTokenizer {
         let pair = pair
             .map(|p| OwnedSeq::extract(p, is_pretokenized))
             .transpose()?;
-        let tok = self.snapshot();
+        let tok = self.snapshot()?;
         let enc = py
             .detach(|| {
                 tok.encode(
@@ -433,7 +448,7 @@ impl PyTokenizer {
         for item in &items {
             owned.push(extract_batch_item(item, is_pretokenized)?);
         }
-        let tok = self.snapshot();
+        let tok = self.snapshot()?;
         let encodings = py
             .detach(|| {
                 let inputs: Vec<(InputSequence<'_>, Option<InputSequence<'_>>)> = owned
@@ -446,8 +461,8 @@ impl PyTokenizer {
         Ok(encodings.into_iter().map(PyEncoding::full).collect())
     }
 
-    /// Only the ids of one text, without padding: the fast path.
-    #[pyo3(signature = (text, add_special_tokens = true))]
+    /// The general `encode_ids`, which the fast `encode_ids` hands calls on to.
+    #[pyo3(name = "_encode_ids", signature = (text, add_special_tokens = true))]
     fn encode_ids<'py>(
         &self,
         py: Python<'py>,
@@ -455,19 +470,6 @@ impl PyTokenizer {
         add_special_tokens: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         self.text_ids(py, text, add_special_tokens)
-    }
-
-    /// `encode` or `encode_ids` as a builtin function bound to this object that takes the
-    /// common call (one `str`, maybe `add_special_tokens`) straight to the encoder and hands
-    /// any other on to the method (see `fastcall`).
-    fn _fast<'py>(slf: &Bound<'py, Self>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        match name {
-            "encode" => ENCODE.bind(slf.as_any()),
-            "encode_ids" => ENCODE_IDS.bind(slf.as_any()),
-            _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "no fast call for {name:?}"
-            ))),
-        }
     }
 
     /// The ids of many texts (no padding), encoded in parallel.
@@ -478,7 +480,7 @@ impl PyTokenizer {
         texts: Vec<PyBackedStr>,
         add_special_tokens: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        let tok = self.snapshot();
+        let tok = self.snapshot()?;
         let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
         if let Some(plan) = tok.batch_plan(&refs) {
             // A few long texts: their pieces spread over the threads.
@@ -510,7 +512,7 @@ impl PyTokenizer {
         texts: Vec<PyBackedStr>,
         add_special_tokens: bool,
     ) -> PyResult<super::batch::TokenBatch> {
-        let tok = self.snapshot();
+        let tok = self.snapshot()?;
         let (ids, ends) = flat_ids(py, &tok, &texts, add_special_tokens)?;
         Ok(super::batch::TokenBatch::from_flat(ids, &ends))
     }
@@ -523,7 +525,7 @@ impl PyTokenizer {
         texts: Vec<PyBackedStr>,
         add_special_tokens: bool,
     ) -> PyResult<Vec<usize>> {
-        let tok = self.snapshot();
+        let tok = self.snapshot()?;
         let (_, ends) = flat_ids(py, &tok, &texts, add_special_tokens)?;
         let mut from = 0;
         Ok(ends
@@ -538,7 +540,7 @@ impl PyTokenizer {
 
     #[pyo3(signature = (ids, skip_special_tokens = true))]
     fn decode(&self, py: Python<'_>, ids: Vec<u32>, skip_special_tokens: bool) -> PyResult<String> {
-        let tok = self.snapshot();
+        let tok = self.snapshot()?;
         py.detach(|| tok.decode(&ids, skip_special_tokens))
             .map_err(to_py_err)
     }
@@ -550,27 +552,27 @@ impl PyTokenizer {
         sequences: Vec<Vec<u32>>,
         skip_special_tokens: bool,
     ) -> PyResult<Vec<String>> {
-        let tok = self.snapshot();
+        let tok = self.snapshot()?;
         py.detach(|| tok.decode_batch(&sequences, skip_special_tokens))
             .map_err(to_py_err)
     }
 
-    fn token_to_id(&self, token: &str) -> Option<u32> {
-        self.snapshot().token_to_id(token)
+    fn token_to_id(&self, token: &str) -> PyResult<Option<u32>> {
+        Ok(self.snapshot()?.token_to_id(token))
     }
 
-    fn id_to_token(&self, id: u32) -> Option<String> {
-        self.snapshot().id_to_token(id)
-    }
-
-    #[pyo3(signature = (with_added_tokens = true))]
-    fn get_vocab(&self, with_added_tokens: bool) -> HashMap<String, u32> {
-        self.snapshot().get_vocab(with_added_tokens)
+    fn id_to_token(&self, id: u32) -> PyResult<Option<String>> {
+        Ok(self.snapshot()?.id_to_token(id))
     }
 
     #[pyo3(signature = (with_added_tokens = true))]
-    fn get_vocab_size(&self, with_added_tokens: bool) -> usize {
-        self.snapshot().get_vocab_size(with_added_tokens)
+    fn get_vocab(&self, with_added_tokens: bool) -> PyResult<HashMap<String, u32>> {
+        Ok(self.snapshot()?.get_vocab(with_added_tokens))
+    }
+
+    #[pyo3(signature = (with_added_tokens = true))]
+    fn get_vocab_size(&self, with_added_tokens: bool) -> PyResult<usize> {
+        Ok(self.snapshot()?.get_vocab_size(with_added_tokens))
     }
 
     #[pyo3(signature = (direction = "right", pad_id = 0, pad_type_id = 0, pad_token = "[PAD]", length = None, pad_to_multiple_of = None))]
@@ -602,9 +604,10 @@ impl PyTokenizer {
         self.update(|t| Ok(t.with_padding(None)))
     }
 
+    /// The padding settings as `tokenizers` reports them, or None.
     #[getter]
     fn padding<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let tok = self.snapshot();
+        let tok = self.snapshot()?;
         let Some(p) = tok.padding() else {
             return Ok(None);
         };
@@ -664,9 +667,10 @@ impl PyTokenizer {
         self.update(|t| t.with_truncation(None))
     }
 
+    /// The truncation settings as `tokenizers` reports them, or None.
     #[getter]
     fn truncation<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let tok = self.snapshot();
+        let tok = self.snapshot()?;
         let Some(t) = tok.truncation() else {
             return Ok(None);
         };
@@ -680,10 +684,32 @@ impl PyTokenizer {
 
     /// A new, independent object with the same configuration (the core is shared: it is
     /// immutable).
-    fn copy(&self) -> Self {
+    fn copy(&self) -> PyResult<Self> {
+        Ok(Self {
+            current: RwLock::new(Some(self.snapshot()?)),
+        })
+    }
+
+    /// An object that holds no tokenizer yet (`_assign` gives it one); the arguments are
+    /// those of the subclass's `__init__`, which makes it.
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn py_new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
         Self {
-            current: RwLock::new(self.snapshot()),
+            current: RwLock::new(None),
         }
+    }
+
+    /// Take `other`'s current tokenizer and configuration (later changes to either are the
+    /// object's own).
+    fn _assign(&self, other: &Bound<'_, PyTokenizer>) -> PyResult<()> {
+        let next = other.get().snapshot()?;
+        let mut guard = match self.current.write() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *guard = Some(next);
+        Ok(())
     }
 }
 
@@ -1174,8 +1200,20 @@ fn flat_ids(
     .map_err(to_py_err)
 }
 
-fast_method!(ENCODE_IDS, c"encode_ids", PyTokenizer, encode_ids_impl);
-fast_method!(ENCODE, c"encode", PyTokenizer, encode_impl);
+fast_method!(
+    ENCODE_IDS,
+    c"encode_ids",
+    c"encode_ids($self, text, add_special_tokens=True)\n--\n\nOnly the ids of one text, without padding: the fastest path.",
+    PyTokenizer,
+    encode_ids_impl
+);
+fast_method!(
+    ENCODE,
+    c"encode",
+    c"encode($self, sequence, pair=None, is_pretokenized=False, add_special_tokens=True)\n--\n\nEncode one sequence (a str, or a list of words with `is_pretokenized=True`), or a pair.\n\nFor a single str only the ids are computed here (as fast as `encode_ids`); the other\nfields of the `Encoding` are built the first time they are read, with the same values.",
+    PyTokenizer,
+    encode_impl
+);
 
 /// `Tokenizer.encode_ids(text)` and `(text, add_special_tokens)`, positional or keyword.
 fn encode_ids_impl<'py>(
@@ -1187,7 +1225,7 @@ fn encode_ids_impl<'py>(
     if let (Some(text), Some(flag)) = (a.first_str(), a.only_flag(1, ast, true, true)) {
         return Ok(tok.get().text_ids(py, &text, flag)?.into_ptr());
     }
-    a.forward(&tok.getattr(intern!(py, "encode_ids"))?)
+    a.forward(&tok.getattr(intern!(py, "_encode_ids"))?)
 }
 
 /// `Tokenizer.encode(text)` and `(text, add_special_tokens=...)`.
@@ -1202,5 +1240,5 @@ fn encode_impl<'py>(
         let enc = tok.get().encode_text(py, &text, flag)?;
         return Ok(Bound::new(py, enc)?.into_ptr());
     }
-    a.forward(&tok.getattr(intern!(py, "encode"))?)
+    a.forward(&tok.getattr(intern!(py, "_encode"))?)
 }
