@@ -65,9 +65,28 @@ impl AddedToken {
 struct Matcher {
     ac: Option<AhoCorasick>,
     ids: Vec<u32>,
+    /// The patterns' distinct first bytes when there are one to three (and no pattern is
+    /// empty): a text holding none of them holds no pattern, which `memchr` tells in a few
+    /// instructions per 16 bytes, where the automaton's search costs a hundred or so to start.
+    firsts: Vec<u8>,
 }
 
 impl Matcher {
+    /// Whether no pattern occurs in `text`.
+    fn finds_none(&self, text: &str) -> bool {
+        let Some(ac) = &self.ac else {
+            return true;
+        };
+        let b = text.as_bytes();
+        let maybe = match *self.firsts.as_slice() {
+            [x] => memchr::memchr(x, b).is_some(),
+            [x, y] => memchr::memchr2(x, y, b).is_some(),
+            [x, y, z] => memchr::memchr3(x, y, z, b).is_some(),
+            _ => true,
+        };
+        !maybe || ac.find(text).is_none()
+    }
+
     fn new(patterns: &[String], ids: Vec<u32>) -> Result<Self> {
         let ac = if patterns.is_empty() {
             None
@@ -79,7 +98,22 @@ impl Matcher {
                     .map_err(|e| Error::invalid(format!("added_tokens: {e}")))?,
             )
         };
-        Ok(Matcher { ac, ids })
+        let mut firsts: Vec<u8> = Vec::new();
+        for p in patterns {
+            match p.as_bytes().first() {
+                Some(b) if !firsts.contains(b) => firsts.push(*b),
+                Some(_) => {}
+                None => {
+                    firsts.clear();
+                    break;
+                }
+            }
+            if firsts.len() > 3 {
+                firsts.clear();
+                break;
+            }
+        }
+        Ok(Matcher { ac, ids, firsts })
     }
 }
 
@@ -126,10 +160,12 @@ impl AddedVocabulary {
             raw: Matcher {
                 ac: None,
                 ids: vec![],
+                firsts: vec![],
             },
             normalized: Matcher {
                 ac: None,
                 ids: vec![],
+                firsts: vec![],
             },
         };
         for t in &tokens {
@@ -255,24 +291,14 @@ impl AddedVocabulary {
     /// Whether `raw_segments(text)` is the one segment `(None, (0, text.len()))`: a non-empty
     /// text where no non-normalized added token occurs (`find_matches` keeps only matches).
     pub fn raw_matches_none(&self, text: &str) -> bool {
-        !text.is_empty()
-            && self
-                .raw
-                .ac
-                .as_ref()
-                .is_none_or(|ac| ac.find(text).is_none())
+        !text.is_empty() && self.raw.finds_none(text)
     }
 
     /// Whether `identity_segments(text)` is the one segment `(None, (0, text.len()))`: a
     /// non-empty text where no added token occurs at all (none occurs in a part of the text
     /// either, so neither matcher cuts anything).
     pub fn identity_matches_none(&self, text: &str) -> bool {
-        self.raw_matches_none(text)
-            && self
-                .normalized
-                .ac
-                .as_ref()
-                .is_none_or(|ac| ac.find(text).is_none())
+        self.raw_matches_none(text) && self.normalized.finds_none(text)
     }
 
     /// Like `raw_segments`, then the text between is cut at normalized added tokens too: what
@@ -411,5 +437,55 @@ impl AddedVocabulary {
         }
         pts.splits = out;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Matcher;
+
+    /// A small deterministic generator (the tests need no quality, only repeatability).
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 33) as usize) % n.max(1)
+        }
+    }
+
+    /// The first-byte prefilter never changes the answer of the automaton, for pattern sets
+    /// with one to five distinct first bytes (the filter is used up to three), an empty
+    /// pattern among them, and texts built from the patterns' own bytes.
+    #[test]
+    fn finds_none_is_the_automaton() {
+        let alphabet = [
+            "<", "|", "e", "[", "C", "L", "S", "]", "é", " ", "\u{2581}", "x",
+        ];
+        let mut rng = Rng(7);
+        for set in 0..400 {
+            let n = 1 + rng.below(5);
+            let mut patterns: Vec<String> = (0..n)
+                .map(|_| {
+                    (0..1 + rng.below(4))
+                        .map(|_| alphabet[rng.below(alphabet.len())])
+                        .collect()
+                })
+                .collect();
+            if set % 50 == 0 {
+                patterns.push(String::new());
+            }
+            let m = Matcher::new(&patterns, (0..patterns.len() as u32).collect()).unwrap();
+            assert!(m.firsts.len() <= 3);
+            for _ in 0..50 {
+                let text: String = (0..rng.below(12))
+                    .map(|_| alphabet[rng.below(alphabet.len())])
+                    .collect();
+                let want = m.ac.as_ref().is_none_or(|ac| ac.find(&text).is_none());
+                assert_eq!(m.finds_none(&text), want, "{patterns:?} in {text:?}");
+            }
+        }
     }
 }

@@ -34,6 +34,10 @@ pub struct Tokenizer {
     core: Arc<Backend>,
     padding: Option<PaddingParams>,
     truncation: Option<TruncationParams>,
+    /// Per `add_special_tokens` (false, true): whether the post-processor (if any) keeps a
+    /// single sequence's ids as they are. A property of the core, asked once rather than on
+    /// every `encode_ids`.
+    keeps_single_ids: [bool; 2],
 }
 
 /// The parts of a tokenizer.json pipeline.
@@ -107,11 +111,11 @@ impl Tokenizer {
     /// Build from a parsed tokenizer.json document.
     pub fn from_json_value(v: Value) -> Result<Self> {
         let (core, padding, truncation) = crate::formats::tokenizer_json::build(v)?;
-        Ok(Tokenizer {
-            core: Arc::new(Backend::Json(Box::new(core))),
+        Ok(Self::with_core(
+            Backend::Json(Box::new(core)),
             padding,
             truncation,
-        })
+        ))
     }
 
     /// A tokenizer over a SentencePiece `.model` (serialized ModelProto), run exactly as the
@@ -130,10 +134,24 @@ impl Tokenizer {
     }
 
     fn from_backend(b: Backend) -> Self {
+        Self::with_core(b, None, None)
+    }
+
+    fn with_core(
+        b: Backend,
+        padding: Option<PaddingParams>,
+        truncation: Option<TruncationParams>,
+    ) -> Self {
+        let keeps = |ast| {
+            b.post_processor()
+                .is_none_or(|p| p.single_ids_unchanged(ast))
+        };
+        let keeps_single_ids = [keeps(false), keeps(true)];
         Tokenizer {
             core: Arc::new(b),
-            padding: None,
-            truncation: None,
+            padding,
+            truncation,
+            keeps_single_ids,
         }
     }
 
@@ -145,11 +163,11 @@ impl Tokenizer {
             v,
             Some(ModelWrapper::Bpe(Box::new(bpe))),
         )?;
-        Ok(Tokenizer {
-            core: Arc::new(Backend::Json(Box::new(core))),
+        Ok(Self::with_core(
+            Backend::Json(Box::new(core)),
             padding,
             truncation,
-        })
+        ))
     }
 
     /// A BERT tokenizer from a `vocab.txt`, composed as `BertWordPieceTokenizer` composes it.
@@ -276,11 +294,7 @@ impl Tokenizer {
     /// that keeps them (BERT's template without its special tokens) or none. Even without
     /// special tokens a template may repeat a sequence, so it still runs.
     fn ids_unprocessed(&self, add_special_tokens: bool) -> bool {
-        self.truncation.is_none()
-            && self
-                .core
-                .post_processor()
-                .is_none_or(|p| p.single_ids_unchanged(add_special_tokens))
+        self.truncation.is_none() && self.keeps_single_ids[usize::from(add_special_tokens)]
     }
 
     /// Truncation and the post-processor on the model's ids in `out[start..]`, in place; for
@@ -324,18 +338,12 @@ impl Tokenizer {
         // Room for about one id per 3 bytes up front saves the first regrowths.
         let mut model_ids = Vec::with_capacity(text.len().min(1 << 20) / 3 + 4);
         self.core.ids_of_text(text, &mut model_ids)?;
-        let processor = self.core.post_processor();
-        if self.truncation.is_none() {
-            match processor {
-                None => return Ok((model_ids, None)),
-                Some(p) if p.single_ids_unchanged(add_special_tokens) => {
-                    return Ok((model_ids, None))
-                }
-                Some(p) => {
-                    if let Some(done) = p.single_ids(&model_ids, add_special_tokens) {
-                        return Ok((model_ids, Some(done)));
-                    }
-                }
+        if self.ids_unprocessed(add_special_tokens) {
+            return Ok((model_ids, None));
+        }
+        if let (None, Some(p)) = (&self.truncation, self.core.post_processor()) {
+            if let Some(done) = p.single_ids(&model_ids, add_special_tokens) {
+                return Ok((model_ids, Some(done)));
             }
         }
         let enc = self.truncate_and_process(

@@ -135,11 +135,14 @@ thread_local! {
 /// `f` on this thread's empty id buffer. A call nested in `f` (none is expected) gets a new
 /// buffer of its own.
 pub(crate) fn with_ids_buffer<R>(f: impl FnOnce(&mut Vec<u32>) -> R) -> R {
-    let mut buf = IDS_BUFFER.with(std::cell::Cell::take);
+    // (No buffer once the thread's storage is gone, in a thread-exit destructor: a new one.)
+    let mut buf = IDS_BUFFER
+        .try_with(std::cell::Cell::take)
+        .unwrap_or_default();
     buf.clear();
     let r = f(&mut buf);
     if buf.capacity() <= KEPT_IDS_CAPACITY {
-        IDS_BUFFER.with(|c| c.set(buf));
+        let _ = IDS_BUFFER.try_with(|c| c.set(buf));
     }
     r
 }

@@ -251,9 +251,8 @@ impl PyTokenizer {
         text: &Bound<'_, PyString>,
         add_special_tokens: bool,
     ) -> PyResult<PyEncoding> {
-        let utf8 = text.encode_utf8()?;
-        let s = std::str::from_utf8(utf8.as_bytes())
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        // Python's own UTF-8 view, as in `text_ids` (the Encoding keeps the str).
+        let s = text.to_str()?;
         let tok = self.snapshot()?;
         let ids = py
             .detach(|| tok.encode_ids_lazy(s, add_special_tokens))
@@ -743,8 +742,9 @@ struct LazyEncoding {
     /// The batch's padding length, applied after the tokenizer's own padding of this one
     /// encoding (as `encode_batch` pads), `None` outside a padded batch.
     pad_to: Option<usize>,
-    /// The ids, padded.
-    ids: Vec<u32>,
+    /// The ids, padded, when they are not the model's ids as they are (most texts, without a
+    /// post-processor or padding, keep one vector).
+    ids: Option<Vec<u32>>,
     /// The model's ids, before truncation and post-processing.
     model_ids: Vec<u32>,
     /// Everything but tokens, offsets and words (see `Tokenizer::encode_from_model_ids`).
@@ -826,11 +826,12 @@ impl PyEncoding {
         add_special_tokens: bool,
         (model_ids, ids): (Vec<u32>, Option<Vec<u32>>),
     ) -> Self {
-        let mut ids = ids.unwrap_or_else(|| model_ids.clone());
+        let mut ids = ids;
         if let Some(p) = tok.padding() {
             // As `pad_encodings` pads a batch of this one encoding.
+            let ids = ids.get_or_insert_with(|| model_ids.clone());
             let target = p.target(ids.len());
-            crate::encoding::pad_ids(&mut ids, target, p.pad_id, p.direction);
+            crate::encoding::pad_ids(ids, target, p.pad_id, p.direction);
         }
         PyEncoding {
             state: State::Lazy(LazyEncoding {
@@ -851,7 +852,8 @@ impl PyEncoding {
         match &mut self.state {
             State::Full(e) => e.pad(target, p.pad_id, p.pad_type_id, &p.pad_token, p.direction),
             State::Lazy(l) => {
-                crate::encoding::pad_ids(&mut l.ids, target, p.pad_id, p.direction);
+                let ids = l.ids.get_or_insert_with(|| l.model_ids.clone());
+                crate::encoding::pad_ids(ids, target, p.pad_id, p.direction);
                 l.pad_to = Some(target);
             }
         }
@@ -860,7 +862,7 @@ impl PyEncoding {
     fn ids_slice(&self) -> &[u32] {
         match &self.state {
             State::Full(e) => &e.ids,
-            State::Lazy(l) => &l.ids,
+            State::Lazy(l) => l.ids.as_deref().unwrap_or(&l.model_ids),
         }
     }
 
@@ -1020,7 +1022,7 @@ impl PyEncoding {
         match &self.state {
             // Only padding makes a token unattended.
             State::Lazy(l) if l.unpadded() => {
-                PyList::new(py, std::iter::repeat_n(1u32, l.ids.len()))
+                PyList::new(py, std::iter::repeat_n(1u32, self.ids_slice().len()))
             }
             _ => ids_list(py, &self.id_fields()?.attention_mask),
         }
