@@ -11,7 +11,7 @@
 //! shared heap engine (`models::bpe::engine`) in O(n log n).
 
 use super::bpe_tables::{
-    merge_short, with_span_table, CharKeys, PairTable, DEAD, LONG_MAX_SPAN, SHORT,
+    merge_short, with_span_table, CharKeys, PairTable, SpanTable, DEAD, LONG_MAX_SPAN, SHORT,
 };
 use super::vocab::{PieceEntry, PieceType, Segmenter, SpPiece};
 use crate::error::{Error, Result};
@@ -113,6 +113,12 @@ pub struct SpBpe {
     space_key: u32,
     /// Bit `b`: ASCII character `b` has a live key (is not `DEAD`).
     ascii_live: u128,
+    /// Bits `2k` / `2k + 1`: some mergeable piece has the character of key `k` followed /
+    /// preceded by another character (see `joinable`).
+    glue: Box<[u64]>,
+    /// Whether a span may be cut further where no merge can join (`joinable`): the string is
+    /// cut into spans, and no user-defined or UNUSED piece is there (see `merge_missed`).
+    chunks: bool,
 }
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
@@ -300,6 +306,8 @@ impl SpBpe {
             space_runs_last: false,
             space_key: DEAD,
             ascii_live: 0,
+            glue: Box::default(),
+            chunks: false,
         };
         let mut char_ids: AHashMap<char, u32> = AHashMap::new();
         let mut virtual_out: Vec<u32> = Vec::new();
@@ -422,6 +430,10 @@ impl SpBpe {
             }
         }
         sb.space_runs_last = runs_pure && (runs_best == u32::MAX || runs_best > others_worst);
+        sb.chunks = sb.cut != Cut::Never && sb.user_defined.is_empty() && !sb.has_unused;
+        if sb.chunks {
+            sb.glue = sb.glue_bits(pieces);
+        }
         sb.dead_is_unk =
             sb.user_defined.is_empty() && !sb.reserved.keys().any(|s| s.chars().nth(1).is_none());
         Ok(sb)
@@ -458,6 +470,54 @@ impl SpBpe {
 
     fn kind(&self, id: u32) -> Option<PieceType> {
         self.kinds.get(id as usize).copied()
+    }
+
+    /// `glue` from the mergeable pieces (with `chars` built): for every two adjacent
+    /// characters of a piece, the first is followed and the second preceded. A character
+    /// without a key never merges, so it marks nothing.
+    fn glue_bits(&self, pieces: &[PieceEntry]) -> Box<[u64]> {
+        let keys = self.key_out.len();
+        let mut glue = vec![0u64; (keys * 2).div_ceil(64)].into_boxed_slice();
+        let mut mark = |k: u32, side: usize| {
+            let bit = k as usize * 2 + side;
+            if let Some(w) = glue.get_mut(bit / 64) {
+                *w |= 1 << (bit % 64);
+            }
+        };
+        for p in pieces.iter().filter(|p| {
+            matches!(
+                p.kind,
+                PieceType::Normal | PieceType::UserDefined | PieceType::Unused
+            )
+        }) {
+            let bytes = p.piece.as_bytes();
+            let mut prev = DEAD;
+            for (i, _) in p.piece.char_indices() {
+                let key = self.chars.at(bytes, i).0;
+                if prev != DEAD && key != DEAD {
+                    mark(prev, 0);
+                    mark(key, 1);
+                }
+                prev = key;
+            }
+        }
+        glue
+    }
+
+    /// Whether some merge could join a symbol ending with the character of key `a` to one
+    /// starting with the character of key `b`: such a merge makes a piece that holds the two
+    /// characters side by side, so when no piece continues `a` or none leads into `b`, no
+    /// merge crosses between them, and the two sides segment independently (the argument of
+    /// `Cut`, at a finer place). `DEAD` joins nothing.
+    #[inline]
+    fn joinable(&self, a: u32, b: u32) -> bool {
+        let bit = |k: u32, side: usize| {
+            let i = k as usize * 2 + side;
+            self.glue
+                .get(i / 64)
+                .is_some_and(|w| (w >> (i % 64)) & 1 == 1)
+        };
+        bit(a, 0) && bit(b, 1)
     }
 }
 
@@ -556,20 +616,121 @@ impl SpBpe {
                 let end = self.span_end(bytes, start);
                 let span = bytes.get(start..end).unwrap_or_default();
                 match table.as_deref_mut() {
-                    Some(t) if span.len() <= LONG_MAX_SPAN => {
-                        if !t.get(span, start, &mut sc.out_ids) {
-                            let from = sc.out_ids.len();
-                            self.merge_span(span, start, sc);
-                            if let Some(runs) = sc.out_ids.get(from..) {
-                                t.set(span, runs);
-                            }
-                        }
-                    }
-                    _ => self.merge_span(span, start, sc),
+                    Some(t) if span.len() <= LONG_MAX_SPAN => self.merge_cached(t, span, start, sc),
+                    Some(t) => self.merge_missed(t, span, start, sc),
+                    None => self.merge_span(span, start, sc),
                 }
                 start = end;
             }
         });
+    }
+
+    /// A span (or a piece of one) of at most `LONG_MAX_SPAN` bytes from the cache, else
+    /// merged and remembered.
+    #[inline]
+    fn merge_cached(&self, t: &mut SpanTable, span: &[u8], base: usize, sc: &mut Scratch) {
+        if !t.get(span, base, &mut sc.out_ids) {
+            let from = sc.out_ids.len();
+            self.merge_missed(t, span, base, sc);
+            if let Some(runs) = sc.out_ids.get(from..) {
+                t.set(span, runs);
+            }
+        }
+    }
+
+    /// A span the cache does not hold. With `chunks`, it is cut where no merge can join
+    /// (`joinable`: mostly around characters no piece continues, such as a newline, and
+    /// between CJK characters that no piece holds side by side), and each part goes through
+    /// the cache on its own, as does the word of an indented span (see `merge_space_run`):
+    /// in a stream of new texts those parts recur far more often than the spans do. A single
+    /// character needs no cache.
+    fn merge_missed(&self, t: &mut SpanTable, span: &[u8], base: usize, sc: &mut Scratch) {
+        // An ASCII word has no such cut worth the search.
+        if !self.chunks || self.plain_ascii(span) {
+            return self.merge_span(span, base, sc);
+        }
+        if self.indented(span) {
+            return self.merge_indented(t, span, base, sc);
+        }
+        let (mut from, mut i, mut prev, mut count) = (0usize, 0usize, DEAD, 0usize);
+        while i < span.len() {
+            let (key, len) = self.chars.at(span, i);
+            if i > 0 && !self.joinable(prev, key) {
+                let part = span.get(from..i).unwrap_or_default();
+                self.merge_part(t, part, base + from, prev, count, sc);
+                (from, count) = (i, 0);
+            }
+            prev = key;
+            count += 1;
+            i += len;
+        }
+        if from == 0 {
+            return self.merge_span(span, base, sc);
+        }
+        let part = span.get(from..).unwrap_or_default();
+        self.merge_part(t, part, base + from, prev, count, sc);
+    }
+
+    /// One part of a cut span: `count` characters, the last of key `last`.
+    #[inline]
+    fn merge_part(
+        &self,
+        t: &mut SpanTable,
+        part: &[u8],
+        base: usize,
+        last: u32,
+        count: usize,
+        sc: &mut Scratch,
+    ) {
+        if count == 1 {
+            let id = self.output_id(last, part);
+            sc.out_ids.push((id, base, base + part.len()));
+        } else if part.len() <= LONG_MAX_SPAN {
+            self.merge_cached(t, part, base, sc);
+        } else {
+            self.merge_span(part, base, sc);
+        }
+    }
+
+    /// Whether `merge_space_run` splits `span` (a `BeforeSpace` span or a part of one: no
+    /// `▁` after its leading run): at least two `▁`, then something else (so that neither
+    /// side of the split is split again).
+    #[inline]
+    fn indented(&self, span: &[u8]) -> bool {
+        self.cut == Cut::BeforeSpace
+            && self.space_runs_last
+            && self.user_defined.is_empty()
+            && is_space_at(span, 0)
+            && is_space_at(span, 3)
+            && !span.ends_with(SPACE)
+    }
+
+    /// `merge_space_run`'s split of an indented span, each side through the cache: the
+    /// word with one `▁` (`▁B`), then the other spaces (with that `▁` when `▁B` leaves it
+    /// alone), whose runs go first.
+    fn merge_indented(&self, t: &mut SpanTable, span: &[u8], base: usize, sc: &mut Scratch) {
+        let mut k = 0;
+        while is_space_at(span, k * 3) {
+            k += 1;
+        }
+        let tail = (k * 3).saturating_sub(3);
+        let (Some(head), Some(word)) = (span.get(..tail), span.get(tail..)) else {
+            return self.merge_span(span, base, sc);
+        };
+        let from = sc.out_ids.len();
+        self.merge_cached(t, word, base + tail, sc);
+        let head = match sc.out_ids.get(from) {
+            Some(&(_, s, e)) if e - s == SPACE.len() => {
+                sc.out_ids.remove(from);
+                span.get(..tail + 3).unwrap_or(head)
+            }
+            _ => head,
+        };
+        let mid = sc.out_ids.len();
+        self.merge_cached(t, head, base, sc);
+        if let Some(runs) = sc.out_ids.get_mut(from..) {
+            runs.rotate_left(mid - from);
+        }
     }
 
     /// The whole-string path through the heap engine, whatever `cut` says and however short
