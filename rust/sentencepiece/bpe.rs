@@ -111,8 +111,9 @@ pub struct SpBpe {
     space_runs_last: bool,
     /// Lookup key of `▁` (`DEAD` if no piece has it).
     space_key: u32,
-    /// Bit `b`: ASCII character `b` has a live key (is not `DEAD`).
-    ascii_live: u128,
+    /// By byte: an ASCII character with a live key (not `DEAD`). A byte table, not a bit
+    /// mask: one load per byte where a 128-bit shift costs several instructions.
+    ascii_live: [bool; 256],
     /// Bits `2k` / `2k + 1`: some mergeable piece has the character of key `k` followed /
     /// preceded by another character (see `joinable`).
     glue: Box<[u64]>,
@@ -305,7 +306,7 @@ impl SpBpe {
             backtrack: Lazy::default(),
             space_runs_last: false,
             space_key: DEAD,
-            ascii_live: 0,
+            ascii_live: [false; 256],
             glue: Box::default(),
             chunks: false,
         };
@@ -386,9 +387,9 @@ impl SpBpe {
         sb.pairs = PairTable::new(&pairs, n + virtual_out.len() as u32, &sb.ranks);
         sb.chars = CharKeys::new(&char_ids);
         sb.space_key = sb.chars.at(SPACE, 0).0;
-        sb.ascii_live = (0..128u8)
-            .filter(|&b| sb.chars.at(&[b], 0).0 != DEAD)
-            .fold(0, |m, b| m | 1u128 << b);
+        for b in 0..128u8 {
+            sb.ascii_live[usize::from(b)] = sb.chars.at(&[b], 0).0 != DEAD;
+        }
         sb.virtual_chars = vec!['\0'; virtual_out.len()];
         for (&c, &k) in &char_ids {
             if let Some(slot) = k
@@ -616,7 +617,11 @@ impl SpBpe {
                 let end = self.span_end(bytes, start);
                 let span = bytes.get(start..end).unwrap_or_default();
                 match table.as_deref_mut() {
-                    Some(t) if span.len() <= LONG_MAX_SPAN => self.merge_cached(t, span, start, sc),
+                    Some(t) if span.len() <= LONG_MAX_SPAN => {
+                        if !t.get(span, start, &mut sc.out_ids) {
+                            self.merge_and_keep(t, span, start, sc);
+                        }
+                    }
                     Some(t) => self.merge_missed(t, span, start, sc),
                     None => self.merge_span(span, start, sc),
                 }
@@ -627,14 +632,20 @@ impl SpBpe {
 
     /// A span (or a piece of one) of at most `LONG_MAX_SPAN` bytes from the cache, else
     /// merged and remembered.
-    #[inline]
     fn merge_cached(&self, t: &mut SpanTable, span: &[u8], base: usize, sc: &mut Scratch) {
         if !t.get(span, base, &mut sc.out_ids) {
-            let from = sc.out_ids.len();
-            self.merge_missed(t, span, base, sc);
-            if let Some(runs) = sc.out_ids.get(from..) {
-                t.set(span, runs);
-            }
+            self.merge_and_keep(t, span, base, sc);
+        }
+    }
+
+    /// `merge_missed`, then the result remembered. Not inlined: the hit path of the span
+    /// loop stays small.
+    #[inline(never)]
+    fn merge_and_keep(&self, t: &mut SpanTable, span: &[u8], base: usize, sc: &mut Scratch) {
+        let from = sc.out_ids.len();
+        self.merge_missed(t, span, base, sc);
+        if let Some(runs) = sc.out_ids.get(from..) {
+            t.set(span, runs);
         }
     }
 
@@ -645,8 +656,14 @@ impl SpBpe {
     /// in a stream of new texts those parts recur far more often than the spans do. A single
     /// character needs no cache.
     fn merge_missed(&self, t: &mut SpanTable, span: &[u8], base: usize, sc: &mut Scratch) {
-        // An ASCII word has no such cut worth the search.
-        if !self.chunks || self.plain_ascii(span) {
+        if !self.chunks {
+            return self.merge_span(span, base, sc);
+        }
+        // An ASCII word has no such cut worth the search; `merge_span` would test it again.
+        if self.plain_ascii(span) {
+            if span.len() <= 4 * SHORT && self.backtrack_span(span, base, sc) {
+                return;
+            }
             return self.merge_span(span, base, sc);
         }
         if self.indented(span) {
@@ -853,8 +870,7 @@ impl SpBpe {
             Some(_) => return false,
             None => bytes,
         };
-        rest.iter()
-            .all(|&b| b < 0x80 && (self.ascii_live >> b) & 1 == 1)
+        rest.iter().all(|&b| self.ascii_live[usize::from(b)])
     }
 
     /// The backtracking encoder (`models::bpe::backtrack`) over the pieces a stretch of live
