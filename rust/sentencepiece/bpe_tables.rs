@@ -376,8 +376,8 @@ pub(super) fn merge_short(
 pub(super) const CACHE_MAX_SPAN: usize = 24;
 /// Spans with more runs than this are not cached.
 pub(super) const CACHE_MAX_RUNS: usize = 6;
-/// Slots per table (a power of two): 2^15 × 64 bytes = 2 MiB per thread and model.
-const CACHE_SLOTS: usize = 1 << 15;
+/// Slots per table (a power of two): 2^16 × 64 bytes = 4 MiB per thread and model.
+const CACHE_SLOTS: usize = 1 << 16;
 /// Models whose span cache a thread keeps at once.
 const CACHE_MODELS: usize = 4;
 
@@ -412,7 +412,7 @@ fn span_key(s: &[u8]) -> Option<[u64; 3]> {
 fn set_of(k: &[u64; 3], len: usize) -> usize {
     let h = (k[0] ^ k[1].rotate_left(21) ^ k[2].rotate_left(42) ^ len as u64).wrapping_mul(MIX);
     let h = h ^ (h >> 31);
-    (h.wrapping_mul(MIX) >> 49) as usize & (CACHE_SLOTS - 2)
+    (h.wrapping_mul(MIX) >> (64 - CACHE_SLOTS.trailing_zeros())) as usize & (CACHE_SLOTS - 2)
 }
 
 /// Longest span (in bytes) the cache keeps: longer than `CACHE_MAX_SPAN` goes to the
