@@ -1662,6 +1662,100 @@ mod tests {
         assert!(short > 10_000, "{short}");
     }
 
+    /// Spans cut where no merge can join (`joinable`), each part cached on its own: against
+    /// the whole-string path on texts with characters that no piece continues (`\n`, `x`),
+    /// CJK-like characters that only some pieces hold side by side, indented words, and
+    /// spans longer than the short cache, the long cache and `SHORT` symbols; twice, so the
+    /// second round reads the parts back from the cache.
+    #[test]
+    fn cut_parts_match_whole_string() {
+        let specs = [
+            "▁a:-1",
+            "ab:-2",
+            "▁ab:-3",
+            "中文:-4",
+            "▁中:-5",
+            "文字:-6",
+            "b中:-7",
+            "▁▁:-1e9",
+            "▁▁▁:-1e9",
+            "▁:-8",
+            "中:-9",
+            "文:-10",
+            "字:-11",
+            "人:-12",
+        ];
+        for bf in [false, true] {
+            let m = model_bf(&specs, "ab", bf);
+            assert!(m.0.chunks);
+            let key = |c: char| m.0.chars.at(c.to_string().as_bytes(), 0).0;
+            // Pieces hold 中文 and 文字 but not 字中 or 人 next to anything.
+            assert!(m.0.joinable(key('中'), key('文')));
+            assert!(m.0.joinable(key('文'), key('字')));
+            assert!(m.0.joinable(key('b'), key('中')));
+            assert!(!m.0.joinable(key('字'), key('中')));
+            assert!(!m.0.joinable(key('人'), key('中')));
+            assert!(!m.0.joinable(key('a'), key('\n')));
+            assert!(!m.0.joinable(key('\n'), key('a')));
+            let alphabet: Vec<char> = "ab▁中文字人\nx".chars().collect();
+            let mut next = crate::test_rng(0xC0FF_EE00 + u64::from(bf));
+            let texts: Vec<String> = (0..3000)
+                .map(|_| {
+                    let len = match next() % 4 {
+                        0 => 1 + next() % 8,
+                        1 | 2 => 1 + next() % 40,
+                        _ => 60 + next() % 200,
+                    };
+                    let mut t: String = (0..len)
+                        .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                        .collect();
+                    if next() % 4 == 0 {
+                        t = "▁".repeat(2 + (next() % 12) as usize) + &t.replace('▁', "");
+                    }
+                    t
+                })
+                .collect();
+            for _round in 0..2 {
+                for t in &texts {
+                    let (mut a, mut b) = (Vec::new(), Vec::new());
+                    m.0.segment(t, &mut a).unwrap();
+                    m.0.segment_whole(t, &mut b).unwrap();
+                    assert_eq!(a, b, "{t:?}");
+                    let mut ids = Vec::new();
+                    m.0.segment_ids(t.as_bytes(), &mut ids).unwrap();
+                    assert!(ids.iter().eq(b.iter().map(|p| &p.id)), "{t:?}");
+                }
+            }
+        }
+    }
+
+    /// `joinable` is true for every two adjacent characters of every mergeable piece of
+    /// random vocabularies (the cuts' exactness rests on it), and false next to `DEAD`.
+    #[test]
+    fn joinable_covers_every_piece() {
+        let mut next = crate::test_rng(0x6A09_E667_F3BC_C908);
+        for _ in 0..300 {
+            let m = random_model(&mut next);
+            if !m.0.chunks {
+                continue;
+            }
+            for p in m.1.iter().filter(|p| p.kind == PieceType::Normal) {
+                let b = p.piece.as_bytes();
+                let keys: Vec<u32> = p
+                    .piece
+                    .char_indices()
+                    .map(|(i, _)| m.0.chars.at(b, i).0)
+                    .collect();
+                for w in keys.windows(2) {
+                    if w[0] != DEAD && w[1] != DEAD {
+                        assert!(m.0.joinable(w[0], w[1]), "{:?}", p.piece);
+                    }
+                }
+            }
+            assert!(!m.0.joinable(DEAD, DEAD));
+        }
+    }
+
     /// The word-at-a-time `▁` search against a byte-by-byte one.
     #[test]
     fn next_space_matches_a_plain_search() {
