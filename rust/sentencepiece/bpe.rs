@@ -11,7 +11,8 @@
 //! shared heap engine (`models::bpe::engine`) in O(n log n).
 
 use super::bpe_tables::{
-    merge_short, with_span_table, CharKeys, PairTable, SpanTable, DEAD, LONG_MAX_SPAN, SHORT,
+    merge_short, with_span_table, CharKeys, PairTable, SpanTable, CACHE_MAX_SPAN, DEAD,
+    LONG_MAX_SPAN, SHORT,
 };
 use super::vocab::{PieceEntry, PieceType, Segmenter, SpPiece};
 use crate::error::{Error, Result};
@@ -617,6 +618,11 @@ impl SpBpe {
                 let end = self.span_end(bytes, start);
                 let span = bytes.get(start..end).unwrap_or_default();
                 match table.as_deref_mut() {
+                    // A long indented span is not kept whole: its two sides are short spans
+                    // (found in the cache), and the long-span table's room is for the others.
+                    Some(t) if span.len() > CACHE_MAX_SPAN && self.split_indented(span) => {
+                        self.merge_indented(t, span, start, sc)
+                    }
                     Some(t) if span.len() <= LONG_MAX_SPAN => {
                         if !t.get(span, start, &mut sc.out_ids) {
                             self.merge_and_keep(t, span, start, sc);
@@ -666,7 +672,7 @@ impl SpBpe {
             }
             return self.merge_span(span, base, sc);
         }
-        if self.indented(span) {
+        if self.split_indented(span) {
             return self.merge_indented(t, span, base, sc);
         }
         let (mut from, mut i, mut prev, mut count) = (0usize, 0usize, DEAD, 0usize);
@@ -713,8 +719,9 @@ impl SpBpe {
     /// `▁` after its leading run): at least two `▁`, then something else (so that neither
     /// side of the split is split again).
     #[inline]
-    fn indented(&self, span: &[u8]) -> bool {
-        self.cut == Cut::BeforeSpace
+    fn split_indented(&self, span: &[u8]) -> bool {
+        self.chunks
+            && self.cut == Cut::BeforeSpace
             && self.space_runs_last
             && self.user_defined.is_empty()
             && is_space_at(span, 0)
