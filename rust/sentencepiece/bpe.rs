@@ -11,7 +11,8 @@
 //! shared heap engine (`models::bpe::engine`) in O(n log n).
 
 use super::bpe_tables::{
-    merge_short, with_span_table, CharKeys, PairTable, DEAD, LONG_MAX_SPAN, SHORT,
+    merge_short, with_span_table, CharKeys, PairTable, SpanTable, CACHE_MAX_SPAN, DEAD,
+    LONG_MAX_SPAN, SHORT,
 };
 use super::vocab::{PieceEntry, PieceType, Segmenter, SpPiece};
 use crate::error::{Error, Result};
@@ -111,8 +112,15 @@ pub struct SpBpe {
     space_runs_last: bool,
     /// Lookup key of `▁` (`DEAD` if no piece has it).
     space_key: u32,
-    /// Bit `b`: ASCII character `b` has a live key (is not `DEAD`).
-    ascii_live: u128,
+    /// By byte: an ASCII character with a live key (not `DEAD`). A byte table, not a bit
+    /// mask: one load per byte where a 128-bit shift costs several instructions.
+    ascii_live: [bool; 256],
+    /// Bits `2k` / `2k + 1`: some mergeable piece has the character of key `k` followed /
+    /// preceded by another character (see `joinable`).
+    glue: Box<[u64]>,
+    /// Whether a span may be cut further where no merge can join (`joinable`): the string is
+    /// cut into spans, and no user-defined or UNUSED piece is there (see `merge_missed`).
+    chunks: bool,
 }
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
@@ -299,7 +307,9 @@ impl SpBpe {
             backtrack: Lazy::default(),
             space_runs_last: false,
             space_key: DEAD,
-            ascii_live: 0,
+            ascii_live: [false; 256],
+            glue: Box::default(),
+            chunks: false,
         };
         let mut char_ids: AHashMap<char, u32> = AHashMap::new();
         let mut virtual_out: Vec<u32> = Vec::new();
@@ -378,9 +388,9 @@ impl SpBpe {
         sb.pairs = PairTable::new(&pairs, n + virtual_out.len() as u32, &sb.ranks);
         sb.chars = CharKeys::new(&char_ids);
         sb.space_key = sb.chars.at(SPACE, 0).0;
-        sb.ascii_live = (0..128u8)
-            .filter(|&b| sb.chars.at(&[b], 0).0 != DEAD)
-            .fold(0, |m, b| m | 1u128 << b);
+        for b in 0..128u8 {
+            sb.ascii_live[usize::from(b)] = sb.chars.at(&[b], 0).0 != DEAD;
+        }
         sb.virtual_chars = vec!['\0'; virtual_out.len()];
         for (&c, &k) in &char_ids {
             if let Some(slot) = k
@@ -422,6 +432,10 @@ impl SpBpe {
             }
         }
         sb.space_runs_last = runs_pure && (runs_best == u32::MAX || runs_best > others_worst);
+        sb.chunks = sb.cut != Cut::Never && sb.user_defined.is_empty() && !sb.has_unused;
+        if sb.chunks {
+            sb.glue = sb.glue_bits(pieces);
+        }
         sb.dead_is_unk =
             sb.user_defined.is_empty() && !sb.reserved.keys().any(|s| s.chars().nth(1).is_none());
         Ok(sb)
@@ -458,6 +472,54 @@ impl SpBpe {
 
     fn kind(&self, id: u32) -> Option<PieceType> {
         self.kinds.get(id as usize).copied()
+    }
+
+    /// `glue` from the mergeable pieces (with `chars` built): for every two adjacent
+    /// characters of a piece, the first is followed and the second preceded. A character
+    /// without a key never merges, so it marks nothing.
+    fn glue_bits(&self, pieces: &[PieceEntry]) -> Box<[u64]> {
+        let keys = self.key_out.len();
+        let mut glue = vec![0u64; (keys * 2).div_ceil(64)].into_boxed_slice();
+        let mut mark = |k: u32, side: usize| {
+            let bit = k as usize * 2 + side;
+            if let Some(w) = glue.get_mut(bit / 64) {
+                *w |= 1 << (bit % 64);
+            }
+        };
+        for p in pieces.iter().filter(|p| {
+            matches!(
+                p.kind,
+                PieceType::Normal | PieceType::UserDefined | PieceType::Unused
+            )
+        }) {
+            let bytes = p.piece.as_bytes();
+            let mut prev = DEAD;
+            for (i, _) in p.piece.char_indices() {
+                let key = self.chars.at(bytes, i).0;
+                if prev != DEAD && key != DEAD {
+                    mark(prev, 0);
+                    mark(key, 1);
+                }
+                prev = key;
+            }
+        }
+        glue
+    }
+
+    /// Whether some merge could join a symbol ending with the character of key `a` to one
+    /// starting with the character of key `b`: such a merge makes a piece that holds the two
+    /// characters side by side, so when no piece continues `a` or none leads into `b`, no
+    /// merge crosses between them, and the two sides segment independently (the argument of
+    /// `Cut`, at a finer place). `DEAD` joins nothing.
+    #[inline]
+    fn joinable(&self, a: u32, b: u32) -> bool {
+        let bit = |k: u32, side: usize| {
+            let i = k as usize * 2 + side;
+            self.glue
+                .get(i / 64)
+                .is_some_and(|w| (w >> (i % 64)) & 1 == 1)
+        };
+        bit(a, 0) && bit(b, 1)
     }
 }
 
@@ -556,20 +618,143 @@ impl SpBpe {
                 let end = self.span_end(bytes, start);
                 let span = bytes.get(start..end).unwrap_or_default();
                 match table.as_deref_mut() {
+                    // A long indented span is not kept whole: its two sides are short spans
+                    // (found in the cache), and the long-span table's room is for the others.
+                    Some(t) if span.len() > CACHE_MAX_SPAN && self.split_indented(span) => {
+                        self.merge_indented(t, span, start, sc)
+                    }
                     Some(t) if span.len() <= LONG_MAX_SPAN => {
                         if !t.get(span, start, &mut sc.out_ids) {
-                            let from = sc.out_ids.len();
-                            self.merge_span(span, start, sc);
-                            if let Some(runs) = sc.out_ids.get(from..) {
-                                t.set(span, runs);
-                            }
+                            self.merge_and_keep(t, span, start, sc);
                         }
                     }
-                    _ => self.merge_span(span, start, sc),
+                    Some(t) => self.merge_missed(t, span, start, sc),
+                    None => self.merge_span(span, start, sc),
                 }
                 start = end;
             }
         });
+    }
+
+    /// A span (or a piece of one) of at most `LONG_MAX_SPAN` bytes from the cache, else
+    /// merged and remembered.
+    fn merge_cached(&self, t: &mut SpanTable, span: &[u8], base: usize, sc: &mut Scratch) {
+        if !t.get(span, base, &mut sc.out_ids) {
+            self.merge_and_keep(t, span, base, sc);
+        }
+    }
+
+    /// `merge_missed`, then the result remembered. Not inlined: the hit path of the span
+    /// loop stays small.
+    #[inline(never)]
+    fn merge_and_keep(&self, t: &mut SpanTable, span: &[u8], base: usize, sc: &mut Scratch) {
+        let from = sc.out_ids.len();
+        self.merge_missed(t, span, base, sc);
+        if let Some(runs) = sc.out_ids.get(from..) {
+            t.set(span, runs);
+        }
+    }
+
+    /// A span the cache does not hold. With `chunks`, it is cut where no merge can join
+    /// (`joinable`: mostly around characters no piece continues, such as a newline, and
+    /// between CJK characters that no piece holds side by side), and each part goes through
+    /// the cache on its own, as does the word of an indented span (see `merge_space_run`):
+    /// in a stream of new texts those parts recur far more often than the spans do. A single
+    /// character needs no cache.
+    fn merge_missed(&self, t: &mut SpanTable, span: &[u8], base: usize, sc: &mut Scratch) {
+        if !self.chunks {
+            return self.merge_span(span, base, sc);
+        }
+        // An ASCII word has no such cut worth the search; `merge_span` would test it again.
+        if self.plain_ascii(span) {
+            if span.len() <= 4 * SHORT && self.backtrack_span(span, base, sc) {
+                return;
+            }
+            return self.merge_span(span, base, sc);
+        }
+        if self.split_indented(span) {
+            return self.merge_indented(t, span, base, sc);
+        }
+        let (mut from, mut i, mut prev, mut count) = (0usize, 0usize, DEAD, 0usize);
+        while i < span.len() {
+            let (key, len) = self.chars.at(span, i);
+            if i > 0 && !self.joinable(prev, key) {
+                let part = span.get(from..i).unwrap_or_default();
+                self.merge_part(t, part, base + from, prev, count, sc);
+                (from, count) = (i, 0);
+            }
+            prev = key;
+            count += 1;
+            i += len;
+        }
+        if from == 0 {
+            return self.merge_span(span, base, sc);
+        }
+        let part = span.get(from..).unwrap_or_default();
+        self.merge_part(t, part, base + from, prev, count, sc);
+    }
+
+    /// One part of a cut span: `count` characters, the last of key `last`.
+    #[inline]
+    fn merge_part(
+        &self,
+        t: &mut SpanTable,
+        part: &[u8],
+        base: usize,
+        last: u32,
+        count: usize,
+        sc: &mut Scratch,
+    ) {
+        if count == 1 {
+            let id = self.output_id(last, part);
+            sc.out_ids.push((id, base, base + part.len()));
+        } else if part.len() <= LONG_MAX_SPAN {
+            self.merge_cached(t, part, base, sc);
+        } else {
+            self.merge_span(part, base, sc);
+        }
+    }
+
+    /// Whether `merge_space_run` splits `span` (a `BeforeSpace` span or a part of one: no
+    /// `▁` after its leading run): at least two `▁`, then something else (so that neither
+    /// side of the split is split again).
+    #[inline]
+    fn split_indented(&self, span: &[u8]) -> bool {
+        self.chunks
+            && self.cut == Cut::BeforeSpace
+            && self.space_runs_last
+            && self.user_defined.is_empty()
+            && is_space_at(span, 0)
+            && is_space_at(span, 3)
+            && !span.ends_with(SPACE)
+    }
+
+    /// `merge_space_run`'s split of an indented span, each side through the cache: the
+    /// word with one `▁` (`▁B`), then the other spaces (with that `▁` when `▁B` leaves it
+    /// alone), whose runs go first.
+    fn merge_indented(&self, t: &mut SpanTable, span: &[u8], base: usize, sc: &mut Scratch) {
+        let mut k = 0;
+        while is_space_at(span, k * 3) {
+            k += 1;
+        }
+        let tail = (k * 3).saturating_sub(3);
+        let (Some(head), Some(word)) = (span.get(..tail), span.get(tail..)) else {
+            return self.merge_span(span, base, sc);
+        };
+        let from = sc.out_ids.len();
+        self.merge_cached(t, word, base + tail, sc);
+        let head = match sc.out_ids.get(from) {
+            Some(&(_, s, e)) if e - s == SPACE.len() => {
+                sc.out_ids.remove(from);
+                span.get(..tail + 3).unwrap_or(head)
+            }
+            _ => head,
+        };
+        let mid = sc.out_ids.len();
+        self.merge_cached(t, head, base, sc);
+        if let Some(runs) = sc.out_ids.get_mut(from..) {
+            runs.rotate_left(mid - from);
+        }
     }
 
     /// The whole-string path through the heap engine, whatever `cut` says and however short
@@ -692,8 +877,7 @@ impl SpBpe {
             Some(_) => return false,
             None => bytes,
         };
-        rest.iter()
-            .all(|&b| b < 0x80 && (self.ascii_live >> b) & 1 == 1)
+        rest.iter().all(|&b| self.ascii_live[usize::from(b)])
     }
 
     /// The backtracking encoder (`models::bpe::backtrack`) over the pieces a stretch of live
@@ -1483,6 +1667,100 @@ mod tests {
             }
         }
         assert!(short > 10_000, "{short}");
+    }
+
+    /// Spans cut where no merge can join (`joinable`), each part cached on its own: against
+    /// the whole-string path on texts with characters that no piece continues (`\n`, `x`),
+    /// CJK-like characters that only some pieces hold side by side, indented words, and
+    /// spans longer than the short cache, the long cache and `SHORT` symbols; twice, so the
+    /// second round reads the parts back from the cache.
+    #[test]
+    fn cut_parts_match_whole_string() {
+        let specs = [
+            "▁a:-1",
+            "ab:-2",
+            "▁ab:-3",
+            "中文:-4",
+            "▁中:-5",
+            "文字:-6",
+            "b中:-7",
+            "▁▁:-1e9",
+            "▁▁▁:-1e9",
+            "▁:-8",
+            "中:-9",
+            "文:-10",
+            "字:-11",
+            "人:-12",
+        ];
+        for bf in [false, true] {
+            let m = model_bf(&specs, "ab", bf);
+            assert!(m.0.chunks);
+            let key = |c: char| m.0.chars.at(c.to_string().as_bytes(), 0).0;
+            // Pieces hold 中文 and 文字 but not 字中 or 人 next to anything.
+            assert!(m.0.joinable(key('中'), key('文')));
+            assert!(m.0.joinable(key('文'), key('字')));
+            assert!(m.0.joinable(key('b'), key('中')));
+            assert!(!m.0.joinable(key('字'), key('中')));
+            assert!(!m.0.joinable(key('人'), key('中')));
+            assert!(!m.0.joinable(key('a'), key('\n')));
+            assert!(!m.0.joinable(key('\n'), key('a')));
+            let alphabet: Vec<char> = "ab▁中文字人\nx".chars().collect();
+            let mut next = crate::test_rng(0xC0FF_EE00 + u64::from(bf));
+            let texts: Vec<String> = (0..3000)
+                .map(|_| {
+                    let len = match next() % 4 {
+                        0 => 1 + next() % 8,
+                        1 | 2 => 1 + next() % 40,
+                        _ => 60 + next() % 200,
+                    };
+                    let mut t: String = (0..len)
+                        .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                        .collect();
+                    if next() % 4 == 0 {
+                        t = "▁".repeat(2 + (next() % 12) as usize) + &t.replace('▁', "");
+                    }
+                    t
+                })
+                .collect();
+            for _round in 0..2 {
+                for t in &texts {
+                    let (mut a, mut b) = (Vec::new(), Vec::new());
+                    m.0.segment(t, &mut a).unwrap();
+                    m.0.segment_whole(t, &mut b).unwrap();
+                    assert_eq!(a, b, "{t:?}");
+                    let mut ids = Vec::new();
+                    m.0.segment_ids(t.as_bytes(), &mut ids).unwrap();
+                    assert!(ids.iter().eq(b.iter().map(|p| &p.id)), "{t:?}");
+                }
+            }
+        }
+    }
+
+    /// `joinable` is true for every two adjacent characters of every mergeable piece of
+    /// random vocabularies (the cuts' exactness rests on it), and false next to `DEAD`.
+    #[test]
+    fn joinable_covers_every_piece() {
+        let mut next = crate::test_rng(0x6A09_E667_F3BC_C908);
+        for _ in 0..300 {
+            let m = random_model(&mut next);
+            if !m.0.chunks {
+                continue;
+            }
+            for p in m.1.iter().filter(|p| p.kind == PieceType::Normal) {
+                let b = p.piece.as_bytes();
+                let keys: Vec<u32> = p
+                    .piece
+                    .char_indices()
+                    .map(|(i, _)| m.0.chars.at(b, i).0)
+                    .collect();
+                for w in keys.windows(2) {
+                    if w[0] != DEAD && w[1] != DEAD {
+                        assert!(m.0.joinable(w[0], w[1]), "{:?}", p.piece);
+                    }
+                }
+            }
+            assert!(!m.0.joinable(DEAD, DEAD));
+        }
     }
 
     /// The word-at-a-time `▁` search against a byte-by-byte one.

@@ -374,10 +374,12 @@ pub(super) fn merge_short(
 
 /// Spans longer than this (in bytes) are not cached.
 pub(super) const CACHE_MAX_SPAN: usize = 24;
-/// Spans with more runs than this are not cached.
+/// Spans with more runs than this keep them in the long-span table (a short slot with `n ==
+/// MANY` says so): numbers, whose digits are one piece each, and the like.
 pub(super) const CACHE_MAX_RUNS: usize = 6;
-/// Slots per table (a power of two): 2^15 × 64 bytes = 2 MiB per thread and model.
-const CACHE_SLOTS: usize = 1 << 15;
+const MANY: u8 = u8::MAX;
+/// Slots per table (a power of two): 2^16 × 64 bytes = 4 MiB per thread and model.
+const CACHE_SLOTS: usize = 1 << 16;
 /// Models whose span cache a thread keeps at once.
 const CACHE_MODELS: usize = 4;
 
@@ -412,7 +414,7 @@ fn span_key(s: &[u8]) -> Option<[u64; 3]> {
 fn set_of(k: &[u64; 3], len: usize) -> usize {
     let h = (k[0] ^ k[1].rotate_left(21) ^ k[2].rotate_left(42) ^ len as u64).wrapping_mul(MIX);
     let h = h ^ (h >> 31);
-    (h.wrapping_mul(MIX) >> 49) as usize & (CACHE_SLOTS - 2)
+    (h.wrapping_mul(MIX) >> (64 - CACHE_SLOTS.trailing_zeros())) as usize & (CACHE_SLOTS - 2)
 }
 
 /// Longest span (in bytes) the cache keeps: longer than `CACHE_MAX_SPAN` goes to the
@@ -595,6 +597,9 @@ impl SpanTable {
             }
             _ => return false,
         };
+        if slot.n == MANY {
+            return self.long.get(span, base, out);
+        }
         let mut pos = base;
         for (&id, &len) in slot.ids.iter().zip(&slot.lens).take(usize::from(slot.n)) {
             out.push((id, pos, pos + usize::from(len)));
@@ -608,19 +613,22 @@ impl SpanTable {
         if span.len() > CACHE_MAX_SPAN {
             return self.long.set(span, runs);
         }
-        if runs.len() > CACHE_MAX_RUNS {
-            return;
-        }
         let Some(key) = span_key(span) else {
             return;
         };
+        let many = runs.len() > CACHE_MAX_RUNS;
+        if many {
+            self.long.set(span, runs);
+        }
         let mut slot = Slot {
             key,
             key_len: span.len() as u8,
-            n: runs.len() as u8,
+            n: if many { MANY } else { runs.len() as u8 },
             ..EMPTY_SLOT
         };
-        for ((dst_id, dst_len), &(id, s, e)) in slot.ids.iter_mut().zip(&mut slot.lens).zip(runs) {
+        let inline = if many { &[][..] } else { runs };
+        for ((dst_id, dst_len), &(id, s, e)) in slot.ids.iter_mut().zip(&mut slot.lens).zip(inline)
+        {
             *dst_id = id;
             // A run lies inside a span of at most CACHE_MAX_SPAN bytes.
             *dst_len = e.saturating_sub(s) as u8;
@@ -771,10 +779,18 @@ mod tests {
         assert_eq!(out, [(5, 100, 102), (7, 102, 105)]);
         assert!(!t.get(b"hellp", 0, &mut out));
         assert!(!t.get(b"hell", 0, &mut out));
-        // Too many runs: not stored.
+        // More runs than a slot holds: kept in the long-span table, found through the slot.
         let many: Vec<_> = (0..7).map(|i| (i, i as usize, i as usize + 1)).collect();
         t.set(b"abcdefg", &many);
+        out.clear();
+        assert!(t.get(b"abcdefg", 0, &mut out));
+        assert_eq!(out, many);
+        out.clear();
+        assert!(!t.get(b"abcdefh", 0, &mut out));
+        // The long-span table starting over drops it: a miss, not a wrong answer.
+        t.long = LongSpans::new();
         assert!(!t.get(b"abcdefg", 0, &mut out));
+        assert!(out.is_empty());
     }
 
     /// Spans whose keys share a set: the two most recently used stay, the third goes.
