@@ -65,6 +65,10 @@ impl AddedToken {
 struct Matcher {
     ac: Option<AhoCorasick>,
     ids: Vec<u32>,
+    /// The first bytes of the patterns when they are at most two (BERT's `[CLS]`, `[SEP]`...
+    /// all start with `[`): a text holding neither has no match, which one byte scan tells
+    /// faster than setting up a search (that setup is most of the cost on a short text).
+    firsts: Option<(u8, u8)>,
 }
 
 impl Matcher {
@@ -79,7 +83,36 @@ impl Matcher {
                     .map_err(|e| Error::invalid(format!("added_tokens: {e}")))?,
             )
         };
-        Ok(Matcher { ac, ids })
+        let mut firsts: Vec<u8> = Vec::new();
+        for p in patterns {
+            match p.as_bytes().first() {
+                Some(b) if firsts.contains(b) => {}
+                Some(&b) => firsts.push(b),
+                // An empty pattern would match anywhere: no byte rules it out.
+                None => firsts.extend([0, 0, 0]),
+            }
+        }
+        let firsts = match firsts[..] {
+            [a] => Some((a, a)),
+            [a, b] => Some((a, b)),
+            _ => None,
+        };
+        Ok(Matcher { ac, ids, firsts })
+    }
+
+    /// Whether no pattern occurs in `text`.
+    #[inline]
+    fn matches_none(&self, text: &str) -> bool {
+        let Some(ac) = &self.ac else {
+            return true;
+        };
+        if let Some((a, b)) = self.firsts {
+            let bytes = text.as_bytes();
+            if !bytes.contains(&a) && (a == b || !bytes.contains(&b)) {
+                return true;
+            }
+        }
+        ac.find(text).is_none()
     }
 }
 
@@ -126,10 +159,12 @@ impl AddedVocabulary {
             raw: Matcher {
                 ac: None,
                 ids: vec![],
+                firsts: None,
             },
             normalized: Matcher {
                 ac: None,
                 ids: vec![],
+                firsts: None,
             },
         };
         for t in &tokens {
@@ -255,24 +290,14 @@ impl AddedVocabulary {
     /// Whether `raw_segments(text)` is the one segment `(None, (0, text.len()))`: a non-empty
     /// text where no non-normalized added token occurs (`find_matches` keeps only matches).
     pub fn raw_matches_none(&self, text: &str) -> bool {
-        !text.is_empty()
-            && self
-                .raw
-                .ac
-                .as_ref()
-                .is_none_or(|ac| ac.find(text).is_none())
+        !text.is_empty() && self.raw.matches_none(text)
     }
 
     /// Whether `identity_segments(text)` is the one segment `(None, (0, text.len()))`: a
     /// non-empty text where no added token occurs at all (none occurs in a part of the text
     /// either, so neither matcher cuts anything).
     pub fn identity_matches_none(&self, text: &str) -> bool {
-        self.raw_matches_none(text)
-            && self
-                .normalized
-                .ac
-                .as_ref()
-                .is_none_or(|ac| ac.find(text).is_none())
+        self.raw_matches_none(text) && self.normalized.matches_none(text)
     }
 
     /// Like `raw_segments`, then the text between is cut at normalized added tokens too: what
@@ -411,5 +436,52 @@ impl AddedVocabulary {
         }
         pts.splits = out;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `matches_none` (with its first-byte scan) against the automaton alone, for pattern
+    /// sets with one, two and three distinct first bytes and an empty pattern.
+    #[test]
+    fn matches_none_equals_the_automaton() {
+        let sets: [&[&str]; 5] = [
+            &["[CLS]", "[SEP]", "[MASK]"],
+            &["<s>", "</s>", "[x]"],
+            &["ab", "ba", "cab"],
+            &["a", ""],
+            &["é", "éa"],
+        ];
+        let alphabet = ['a', 'b', 'c', '[', ']', '<', 's', '/', '>', 'é', ' '];
+        let mut next = crate::test_rng(0x5eed_0f_f1a5);
+        for set in sets {
+            let patterns: Vec<String> = set.iter().map(|p| p.to_string()).collect();
+            let m = Matcher::new(&patterns, (0..patterns.len() as u32).collect()).unwrap();
+            let ac = m.ac.as_ref().unwrap();
+            let mut seen = [false; 2];
+            for _ in 0..3000 {
+                let len = (next() % 12) as usize;
+                let mut text: String = (0..len)
+                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                    .collect();
+                // A pattern in the middle now and then, so texts with matches occur too.
+                if next() % 4 == 0 {
+                    let p = set[(next() % set.len() as u64) as usize];
+                    let at = text.char_indices().nth(len / 2).map_or(text.len(), |c| c.0);
+                    text.insert_str(at, p);
+                }
+                let want = ac.find(text.as_str()).is_none();
+                assert_eq!(m.matches_none(&text), want, "{set:?} {text:?}");
+                seen[usize::from(want)] = true;
+            }
+            assert!(
+                seen[0] && (seen[1] || set.contains(&"")),
+                "{set:?} {seen:?}"
+            );
+        }
+        let none = Matcher::new(&[], vec![]).unwrap();
+        assert!(none.matches_none("[CLS]"));
     }
 }
