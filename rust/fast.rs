@@ -713,7 +713,16 @@ impl BertFlags {
         let (mut w, mut i) = (0, 0);
         while let Some(&b) = bytes.get(i) {
             match BYTE_CLASS[usize::from(b)] {
-                WORD => i = ascii_word_end(bytes, i + 1),
+                WORD => {
+                    i = ascii_word_end(bytes, i + 1);
+                    // A word mostly ends at a space: handled here as the `SPACE` arm would,
+                    // without another turn of the loop (`w < i`: the run is not empty).
+                    if bytes.get(i) == Some(&b' ') {
+                        word(w, i, s, cache, out)?;
+                        i += 1;
+                        w = i;
+                    }
+                }
                 SPACE => {
                     if w < i {
                         word(w, i, s, cache, out)?;

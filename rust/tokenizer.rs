@@ -392,11 +392,26 @@ impl Tokenizer {
         add_special_tokens: bool,
     ) -> Result<(Vec<u32>, Vec<usize>)> {
         if let Some(plan) = self.batch_plan(texts) {
-            let rows = self.encode_plan_ids(&plan, add_special_tokens)?;
-            let mut ids = Vec::with_capacity(rows.iter().map(Vec::len).sum());
-            let mut ends = Vec::with_capacity(rows.len());
-            for r in rows {
-                ids.extend_from_slice(&r);
+            // The pieces' rows go straight into the flat buffer (one copy, on this thread,
+            // after the pool); only a cut text that needs post-processing is joined first.
+            let rows = self.plan_piece_rows(&plan, add_special_tokens)?;
+            let plain = self.ids_unprocessed(add_special_tokens);
+            let mut ids = Vec::with_capacity(rows.iter().map(Vec::len).sum::<usize>() + 16);
+            let mut ends = Vec::with_capacity(texts.len());
+            let mut rows = rows.into_iter();
+            for w in plan.bounds.windows(2) {
+                let n = match w {
+                    [a, b] => b - a,
+                    _ => 0,
+                };
+                if plain || n <= 1 {
+                    for r in rows.by_ref().take(n) {
+                        ids.extend_from_slice(&r);
+                    }
+                } else {
+                    let row = self.finish_plan_row(rows.by_ref().take(n), add_special_tokens)?;
+                    ids.extend_from_slice(&row);
+                }
                 ends.push(ids.len());
             }
             return Ok((ids, ends));
@@ -407,8 +422,9 @@ impl Tokenizer {
         let chunks: Vec<&[&str]> = texts.chunks(len).collect();
         let bytes = |c: &&[&str]| c.iter().map(|t| t.len()).sum::<usize>();
         let one = |c: &&[&str]| {
-            // Room for about one id per 3 bytes: the buffer rarely regrows.
-            let mut ids = Vec::with_capacity(bytes(c).min(1 << 24) / 3 + 4);
+            // Room for one id per 2 bytes: code and multilingual chunks often have more than
+            // one per 3, and a regrowth copies the whole chunk; the join copies it once more.
+            let mut ids = Vec::with_capacity(bytes(c).min(1 << 24) / 2 + 16);
             let mut ends = Vec::with_capacity(c.len());
             for t in c.iter() {
                 self.encode_ids(t, add_special_tokens, &mut ids)?;
@@ -447,7 +463,8 @@ impl Tokenizer {
         p: &crate::cuts::Piece<'_>,
         add_special_tokens: bool,
     ) -> Result<Vec<u32>> {
-        let mut v = Vec::with_capacity(p.text.len().min(1 << 20) / 3 + 4);
+        // Room for one id per 2 bytes, as for the chunks of `encode_batch_flat`.
+        let mut v = Vec::with_capacity(p.text.len().min(1 << 20) / 2 + 16);
         if p.whole {
             self.encode_ids(p.text, add_special_tokens, &mut v)?;
         } else {
@@ -473,9 +490,8 @@ impl Tokenizer {
         Ok(ids)
     }
 
-    /// `encode_batch_ids` over a plan: the pieces across threads (longest first), then each
-    /// cut text's pieces joined and post-processed as one.
-    pub(crate) fn encode_plan_ids(
+    /// The rows of a plan's pieces, in piece order, made across threads (longest first).
+    fn plan_piece_rows(
         &self,
         plan: &crate::cuts::Plan<'_>,
         add_special_tokens: bool,
@@ -492,7 +508,17 @@ impl Tokenizer {
                 *slot = r;
             }
         }
-        let mut rows = rows.into_iter();
+        Ok(rows)
+    }
+
+    /// `encode_batch_ids` over a plan: the pieces across threads (longest first), then each
+    /// cut text's pieces joined and post-processed as one.
+    pub(crate) fn encode_plan_ids(
+        &self,
+        plan: &crate::cuts::Plan<'_>,
+        add_special_tokens: bool,
+    ) -> Result<Vec<Vec<u32>>> {
+        let mut rows = self.plan_piece_rows(plan, add_special_tokens)?.into_iter();
         let mut out = Vec::with_capacity(plan.bounds.len().saturating_sub(1));
         for w in plan.bounds.windows(2) {
             let n = match w {

@@ -79,6 +79,51 @@ def test_empty_batch(tok: piecework.Tokenizer) -> None:
 _TOK = piecework.Tokenizer.from_file(str(DEFAULT))
 
 
+class _Texts(list):
+    """A list subclass that iterates its own way (reversed): the core must read it through
+    iteration, as any sequence, not item by item as it reads a plain list."""
+
+    def __iter__(self):
+        return iter(self[::-1])
+
+
+class _Str(str):
+    pass
+
+
+def test_batch_inputs_list_tuple_and_other_sequences(tok: piecework.Tokenizer) -> None:
+    # The core's batch calls directly (the wrapper hands them a list), on each input form.
+    core = tok._tok
+    texts = [*TEXTS[:5], _Str("sub class"), "x" * 300]
+    want = [tok.encode_ids(t) for t in texts]
+    for form in (list(texts), tuple(texts)):
+        assert core.encode_batch_flat(form, True).to_list() == want
+        assert core.encode_batch_ids(form, True) == want
+        assert core.count_tokens_batch(form, True) == [len(w) for w in want]
+    odd = _Texts(texts)
+    assert core.encode_batch_flat(odd, True).to_list() == want[::-1]
+    assert core.encode_batch_ids(odd, True) == want[::-1]
+    assert tok.encode_batch_flat(tuple(texts)).to_list() == want
+
+
+@pytest.mark.parametrize("form", [list, tuple, _Texts])
+def test_batch_input_errors(tok: piecework.Tokenizer, form) -> None:
+    core = tok._tok
+    for call in (core.encode_batch_flat, core.encode_batch_ids, core.count_tokens_batch):
+        with pytest.raises(TypeError):
+            call("a str is not a batch", True)
+        with pytest.raises(TypeError):
+            call(form(["ok", 3]), True)
+        with pytest.raises(TypeError):
+            call(form(["ok", b"bytes"]), True)
+        # The first bad item in reading order decides: a lone surrogate before a non-str.
+        bad = ["ok", "\ud800", 3] if form is not _Texts else [3, "\ud800", "ok"]
+        with pytest.raises(UnicodeEncodeError):
+            call(form(bad), True)
+        with pytest.raises(TypeError):
+            call((t for t in ["a", "b"]), True)
+
+
 @given(st.lists(st.text(max_size=40), max_size=20))
 def test_flat_batch_matches_rows_on_any_text(texts: list[str]) -> None:
     assert _TOK.encode_batch_flat(texts).to_list() == [_TOK.encode_ids(t) for t in texts]

@@ -15,7 +15,6 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -476,11 +475,11 @@ impl PyTokenizer {
     fn encode_batch_ids<'py>(
         &self,
         py: Python<'py>,
-        texts: Vec<PyBackedStr>,
+        texts: super::batch::BatchTexts<'py>,
         add_special_tokens: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let tok = self.snapshot()?;
-        let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
+        let refs = texts.strs();
         if let Some(plan) = tok.batch_plan(&refs) {
             // A few long texts: their pieces spread over the threads.
             return plan_lists_streamed(
@@ -492,7 +491,7 @@ impl PyTokenizer {
         }
         ids_lists_streamed(
             py,
-            &texts,
+            &refs,
             |t| t.len(),
             |t| {
                 // Sized as in `encode_ids`: a row then rarely regrows.
@@ -508,11 +507,11 @@ impl PyTokenizer {
     fn encode_batch_flat(
         &self,
         py: Python<'_>,
-        texts: Vec<PyBackedStr>,
+        texts: super::batch::BatchTexts<'_>,
         add_special_tokens: bool,
     ) -> PyResult<super::batch::TokenBatch> {
         let tok = self.snapshot()?;
-        let (ids, ends) = flat_ids(py, &tok, &texts, add_special_tokens)?;
+        let (ids, ends) = flat_ids(py, &tok, &texts.strs(), add_special_tokens)?;
         Ok(super::batch::TokenBatch::from_flat(ids, &ends))
     }
 
@@ -521,11 +520,11 @@ impl PyTokenizer {
     fn count_tokens_batch(
         &self,
         py: Python<'_>,
-        texts: Vec<PyBackedStr>,
+        texts: super::batch::BatchTexts<'_>,
         add_special_tokens: bool,
     ) -> PyResult<Vec<usize>> {
         let tok = self.snapshot()?;
-        let (_, ends) = flat_ids(py, &tok, &texts, add_special_tokens)?;
+        let (_, ends) = flat_ids(py, &tok, &texts.strs(), add_special_tokens)?;
         let mut from = 0;
         Ok(ends
             .iter()
@@ -1192,14 +1191,11 @@ impl PyEncoding {
 fn flat_ids(
     py: Python<'_>,
     tok: &Tokenizer,
-    texts: &[PyBackedStr],
+    texts: &[&str],
     add_special_tokens: bool,
 ) -> PyResult<(Vec<u32>, Vec<usize>)> {
-    py.detach(|| {
-        let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
-        tok.encode_batch_flat(&refs, add_special_tokens)
-    })
-    .map_err(to_py_err)
+    py.detach(|| tok.encode_batch_flat(texts, add_special_tokens))
+        .map_err(to_py_err)
 }
 
 fast_method!(

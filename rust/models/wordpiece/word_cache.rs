@@ -53,6 +53,12 @@ fn load8(s: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(s.get(at..at + 8)?.try_into().ok()?))
 }
 
+/// The mask of the low `n` bytes of a `u64`, `n` in 1..=8.
+#[inline]
+fn low_bytes(n: usize) -> u64 {
+    u64::MAX >> (64 - 8 * n.clamp(1, 8))
+}
+
 /// Four bytes of `s` from `at`, little-endian.
 #[inline]
 fn load4(s: &[u8], at: usize) -> Option<u32> {
@@ -90,24 +96,42 @@ impl WordKey {
     }
 
     /// The key of `text[start..end]` (1..=`MAX_WORD` bytes), ASCII-lowercased when asked.
-    /// Reads 16 bytes at once when the text has them and masks off the rest.
+    /// Reads whole 8-byte blocks when the text has them and masks off the bytes past the word
+    /// (one load for a word of up to 8 bytes, most words of prose and code); near the end of
+    /// the text it takes the word's own bytes.
     #[inline]
     pub(crate) fn in_text(text: &[u8], start: usize, end: usize, lower: bool) -> Option<WordKey> {
         let len = end.checked_sub(start)?;
-        let mut buf = [0u8; MAX_WORD];
-        match text.get(start..start + MAX_WORD) {
-            Some(s) => buf.copy_from_slice(s),
-            None => buf.get_mut(..len)?.copy_from_slice(text.get(start..end)?),
+        if len == 0 || len > MAX_WORD {
+            return None;
         }
-        let mut key = WordKey::from_buf(buf, len)?;
-        if lower {
-            key.k0 = ascii_lower(key.k0);
-            key.k1 = ascii_lower(key.k1);
-        }
-        Some(key)
+        let loaded = if len <= 8 {
+            load8(text, start).map(|k0| (k0 & low_bytes(len), 0))
+        } else {
+            load8(text, start)
+                .zip(load8(text, start + 8))
+                .map(|(k0, k1)| (k0, k1 & low_bytes(len - 8)))
+        };
+        let (k0, k1) = match loaded {
+            Some(k) => k,
+            None => {
+                let k = WordKey::of(text.get(start..end)?)?;
+                (k.k0, k.k1)
+            }
+        };
+        let (k0, k1) = if lower {
+            (ascii_lower(k0), ascii_lower(k1))
+        } else {
+            (k0, k1)
+        };
+        Some(WordKey {
+            k0,
+            k1,
+            len: len as u8,
+        })
     }
 
-    #[inline]
+    #[cfg(test)]
     fn from_buf(buf: [u8; MAX_WORD], len: usize) -> Option<WordKey> {
         if len == 0 || len > MAX_WORD {
             return None;
@@ -181,29 +205,39 @@ impl WordCache {
     }
 
     /// Append the cached ids of `key` to `out`; false when absent.
-    #[inline]
+    ///
+    /// Inlined into the word loops: a hit is most of a word's cost there, and a call would
+    /// spill the loop's registers for a few dozen instructions of work.
+    #[inline(always)]
     pub(crate) fn get(&self, key: &WordKey, out: &mut Vec<u32>) -> bool {
         let (b, _) = key.bucket(self.slots.len());
         let Some(bucket) = self.slots.get(b..b + WAYS) else {
             return false;
         };
-        for s in bucket {
-            if s.k0 == key.k0 && s.k1 == key.k1 && s.len == key.len {
-                // At most six ids: pushes beat a call to memcpy.
-                if s.n & WIDE == 0 {
-                    for &id in s.ids.iter().take(usize::from(s.n)) {
-                        out.push(u32::from(id));
-                    }
-                } else {
-                    let n = usize::from(s.n & !WIDE);
-                    for h in s.ids.chunks_exact(2).take(n) {
-                        out.push(u32::from(h[0]) | u32::from(h[1]) << 16);
-                    }
-                }
-                return true;
+        // The differences OR-ed: one branch per slot instead of three.
+        let Some(s) = bucket
+            .iter()
+            .find(|s| (s.k0 ^ key.k0) | (s.k1 ^ key.k1) | u64::from(s.len ^ key.len) == 0)
+        else {
+            return false;
+        };
+        let mut ids = [0u32; MAX_IDS];
+        if s.n & WIDE == 0 {
+            for (d, &id) in ids.iter_mut().zip(&s.ids) {
+                *d = u32::from(id);
+            }
+        } else {
+            for (d, h) in ids.iter_mut().zip(s.ids.chunks_exact(2)) {
+                *d = u32::from(h[0]) | u32::from(h[1]) << 16;
             }
         }
-        false
+        // All `MAX_IDS` go in (a fixed-size copy: a few moves, no call to memcpy), then the
+        // ones past the word's `n` ids are cut off again.
+        let n = usize::from(s.n & !WIDE).min(MAX_IDS);
+        let base = out.len();
+        out.extend_from_slice(&ids);
+        out.truncate(base + n);
+        true
     }
 
     /// Remember the ids of `key` (not yet present), in a free slot of its bucket or in place
