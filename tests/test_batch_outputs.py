@@ -93,7 +93,7 @@ class _Str(str):
 
 def test_batch_inputs_list_tuple_and_other_sequences(tok: piecework.Tokenizer) -> None:
     # The core's batch calls directly (the wrapper hands them a list), on each input form.
-    core = tok._tok
+    core = super(piecework.Tokenizer, tok)
     texts = [*TEXTS[:5], _Str("sub class"), "x" * 300]
     want = [tok.encode_ids(t) for t in texts]
     for form in (list(texts), tuple(texts)):
@@ -108,7 +108,7 @@ def test_batch_inputs_list_tuple_and_other_sequences(tok: piecework.Tokenizer) -
 
 @pytest.mark.parametrize("form", [list, tuple, _Texts])
 def test_batch_input_errors(tok: piecework.Tokenizer, form) -> None:
-    core = tok._tok
+    core = super(piecework.Tokenizer, tok)  # the core class's own batch methods
     for call in (core.encode_batch_flat, core.encode_batch_ids, core.count_tokens_batch):
         with pytest.raises(TypeError):
             call("a str is not a batch", True)
