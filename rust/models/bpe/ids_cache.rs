@@ -109,13 +109,23 @@ static KEY_MASKS: [(u64, u64); MAX_WORD + 1] = {
 #[inline(always)]
 pub fn key_at(text: &[u8], pos: usize, len: usize) -> Option<(u64, u64)> {
     let sixteen: &[u8; 16] = text.get(pos..pos + 16)?.try_into().ok()?;
+    let [lo, hi] = window_words(sixteen);
+    window_key(lo, hi, len)
+}
+
+/// Sixteen bytes as two little-endian words.
+#[inline(always)]
+pub fn window_words(w: &[u8; 16]) -> [u64; 2] {
+    let (a, b) = w.split_at(8);
+    [a, b].map(|h| <[u8; 8]>::try_from(h).map_or(0, u64::from_le_bytes))
+}
+
+/// `key(&w[..len])` (`len` of 1..=MAX_WORD; else None) from the two words (`window_words`)
+/// of sixteen bytes `w`, by two masks.
+#[inline(always)]
+pub fn window_key(lo: u64, hi: u64, len: usize) -> Option<(u64, u64)> {
     let (m0, m1) = *KEY_MASKS.get(len)?;
-    let [a, b] = [0, 8].map(|i| {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&sixteen[i..i + 8]);
-        u64::from_le_bytes(w)
-    });
-    Some((a & m0, b & m1))
+    Some((lo & m0, hi & m1))
 }
 
 /// The set of a key: the top bits of a multiply-shift hash. The length is left out: words
