@@ -1328,10 +1328,7 @@ fn each_word_ids(
     let bytes = s.as_bytes();
     let mut pos = 0;
     while pos < bytes.len() {
-        if let Some(w) = bytes
-            .get(pos..pos + 16)
-            .and_then(|w| <&[u8; 16]>::try_from(w).ok())
-        {
+        if let Some(w) = bytes.get(pos..).and_then(<[u8]>::first_chunk::<16>) {
             let [lo, hi] = crate::models::bpe::ids_cache::window_words(w);
             if let Some(len) = window(w, lo, hi).filter(|&n| n > 0) {
                 words.ids_window(bytes, pos, [lo, hi], len, out)?;

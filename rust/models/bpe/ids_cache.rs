@@ -50,7 +50,8 @@ const _: () = assert!(std::mem::size_of::<Slot>() == 32);
 /// Set-associative rather than cleared when full: the frequent words of a corpus larger than
 /// the table stay.
 pub struct IdsTable {
-    sets: Box<[[Slot; WAYS]]>,
+    /// A fixed-size array, so that indexing by `set_of` needs no bounds check.
+    sets: Box<[[Slot; WAYS]; SETS]>,
     overflow: Vec<u32>,
     /// Words of `MAX_WORD + 1..=MAX_LONG_WORD` bytes, allocated on first use.
     long: Option<LongIds>,
@@ -138,7 +139,12 @@ fn set_of(k0: u64, k1: u64) -> usize {
 impl Default for IdsTable {
     fn default() -> Self {
         IdsTable {
-            sets: vec![[EMPTY; WAYS]; SETS].into_boxed_slice(),
+            // Built on the heap (a 2 MB array is not built on the stack first); the length is
+            // SETS, so the conversion does not fail.
+            sets: vec![[EMPTY; WAYS]; SETS]
+                .into_boxed_slice()
+                .try_into()
+                .unwrap_or_else(|_| Box::new([[EMPTY; WAYS]; SETS])),
             overflow: Vec::new(),
             long: None,
         }
@@ -164,7 +170,10 @@ impl IdsTable {
             if slot.k0 != k0 || slot.k1 != k1 || usize::from(slot.len) != len {
                 continue;
             }
-            slot.hits = slot.hits.saturating_add(1);
+            // Saturating, with no store once saturated: the frequent words' lines stay clean.
+            if slot.hits < u8::MAX {
+                slot.hits += 1;
+            }
             if slot.n == 1 {
                 // Most words: a push, not a variable-length copy.
                 out.push(slot.ids[0]);
