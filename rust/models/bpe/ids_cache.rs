@@ -161,6 +161,8 @@ impl IdsTable {
 
     /// `get` of the word of `len` bytes whose key (`key`, `key_at`) is (k0, k1). Always
     /// inline: it is the per-word step of the byte-level scanner's loop.
+    // The saturating increment is spelled out: `saturating_add` stores on every hit.
+    #[allow(clippy::implicit_saturating_add)]
     #[inline(always)]
     pub fn get_keyed(&mut self, k0: u64, k1: u64, len: usize, out: &mut Vec<u32>) -> bool {
         let Some(set) = self.sets.get_mut(set_of(k0, k1)) else {
