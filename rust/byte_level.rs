@@ -540,6 +540,37 @@ pub(crate) fn cl100k_match_end_fast(s: &str, pos: usize) -> usize {
     cl100k_general(s, pos)
 }
 
+/// `gpt2_window_word` for the cl100k split: the length of the match at the start of `w`
+/// when `cl100k_match_end_fast` scans it inline and it ends inside `w`: `\p{L}++` after an
+/// optional ASCII lead, ending before an ASCII byte, or `\p{N}{1,3}+` of ASCII digits that
+/// ends at three digits or before an ASCII byte. Else None, for `cl100k_match_end_fast`.
+#[inline(always)]
+pub(crate) fn cl100k_window_word(w: &[u8; 16], lo: u64, hi: u64) -> Option<usize> {
+    let b0 = lo as u8;
+    let c0 = BYTE_CLASS[usize::from(b0)];
+    let lead = match c0 {
+        B_LETTER => 0,
+        B_OTHER if b0 != b'\'' => 1,
+        B_SPACE if b0 != b'\r' && b0 != b'\n' => 1,
+        B_NUMBER => {
+            let mut end = 1;
+            while end < 3 {
+                match BYTE_CLASS[usize::from(w[end])] {
+                    B_NUMBER => end += 1,
+                    B_HIGH => return None,
+                    _ => break,
+                }
+            }
+            return Some(end);
+        }
+        _ => return None,
+    };
+    if BYTE_CLASS[usize::from(w[lead])] != B_LETTER {
+        return None;
+    }
+    window_run_end(w, lo, hi, lead + 1, B_LETTER)
+}
+
 /// `cl100k::match_end`, kept out of line so that the inline scanner stays small.
 #[inline(never)]
 fn cl100k_general(s: &str, pos: usize) -> usize {
@@ -1049,6 +1080,33 @@ mod tests {
         }
         // Each kind of word (letters, digits, other, whitespace) taken many times.
         assert!(taken.iter().all(|&t| t > 2000), "{taken:?} of {tried}");
+    }
+
+    /// `cl100k_window_word` as `window_word_equals_general` for GPT-2.
+    #[test]
+    fn cl100k_window_word_equals_general() {
+        let (mut tried, mut taken) = (0, [0usize; 4]);
+        let texts = window_texts(4000)
+            .into_iter()
+            .chain(random_texts(4000).into_iter().map(|t| t.repeat(3)))
+            .chain(letter_run_texts(4000));
+        for s in texts {
+            for pos in (0..s.len()).filter(|&p| s.is_char_boundary(p)) {
+                let Some(w) = s.as_bytes().get(pos..pos + 16) else {
+                    continue;
+                };
+                let w: &[u8; 16] = w.try_into().unwrap();
+                let [lo, hi] = crate::models::bpe::ids_cache::window_words(w);
+                tried += 1;
+                if let Some(n) = cl100k_window_word(w, lo, hi) {
+                    assert_eq!(pos + n, cl100k::match_end(&s, pos), "{s:?} at {pos}");
+                    assert!(n > 0 && n < 16, "{s:?} at {pos}: {n}");
+                    taken[usize::from(BYTE_CLASS[w[0] as usize])] += 1;
+                }
+            }
+        }
+        // Words of letters after every kind of lead, and numbers, taken many times.
+        assert!(taken.iter().all(|&t| t > 1000), "{taken:?} of {tried}");
     }
 
     fn letter_run_texts(n: usize) -> Vec<String> {

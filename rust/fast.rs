@@ -1305,7 +1305,7 @@ impl FastPath {
             ),
             WordSplit::Cl100k => each_word_ids(
                 s,
-                |_, _, _| None,
+                |w, lo, hi| crate::byte_level::cl100k_window_word(w, lo, hi),
                 |s, p| crate::byte_level::cl100k_match_end_fast(s, p),
                 words,
                 out,
