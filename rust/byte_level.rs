@@ -431,6 +431,64 @@ pub(crate) fn gpt2_match_end_fast(s: &str, pos: usize) -> usize {
     gpt2_match_end(s, pos)
 }
 
+/// The end of the run of `B_*` class `k` (below `B_HIGH`) from byte
+/// `from` (1 or 2) of the sixteen bytes `w` (also as two little-endian words, `lo` and `hi`):
+/// the first byte of another class, when it is inside `w` and ASCII (so that neither the
+/// bytes past `w` nor a non-ASCII character can go on with the run); else None. Letters go
+/// eight at a time (`ascii_letter_bits`), the second word only when the first is all letters.
+#[inline(always)]
+fn window_run_end(w: &[u8; 16], lo: u64, hi: u64, from: usize, k: u8) -> Option<usize> {
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let end = if k == B_LETTER {
+        // Bytes from `from` on that are not letters.
+        let other = !ascii_letter_bits(lo) & HI & (u64::MAX << (8 * from));
+        if other != 0 {
+            (other.trailing_zeros() / 8) as usize
+        } else {
+            let other = !ascii_letter_bits(hi) & HI;
+            if other == 0 {
+                return None;
+            }
+            8 + (other.trailing_zeros() / 8) as usize
+        }
+    } else {
+        let mut i = from;
+        while i < w.len() && BYTE_CLASS[w[i] as usize] == k {
+            i += 1;
+        }
+        i
+    };
+    match w.get(end) {
+        Some(&b) if b < 0x80 => Some(end),
+        _ => None,
+    }
+}
+
+/// The length of the GPT-2 match at the start of `w` (sixteen bytes of text from a match
+/// start, also as the two little-endian words `lo` and `hi`) when it ends inside `w` before
+/// an ASCII byte and is one of: an optional space, then a run of ASCII letters, digits or
+/// other characters (not after a leading `'`, which may start a contraction), as
+/// `gpt2_match_end_fast` scans it; or ASCII whitespace. Else None, for
+/// `gpt2_match_end_fast`. The byte-level word loop takes the word and its cache key from
+/// the same sixteen bytes.
+#[inline(always)]
+pub(crate) fn gpt2_window_word(w: &[u8; 16], lo: u64, hi: u64) -> Option<usize> {
+    let b0 = lo as u8;
+    let body = usize::from(b0 == b' ');
+    let k = BYTE_CLASS[usize::from((lo >> (8 * body)) as u8)];
+    if k == B_SPACE {
+        // `w` starts a run of whitespace. Before an ASCII character that is not whitespace,
+        // `\s+(?!\S)` leaves the run's last character to the next match (unless the run is
+        // that one character, which `\s+` takes).
+        let end = window_run_end(w, lo, hi, 1, B_SPACE)?;
+        return Some(if end > 1 { end - 1 } else { 1 });
+    }
+    if k == B_HIGH || b0 == b'\'' {
+        return None;
+    }
+    window_run_end(w, lo, hi, body + 1, k)
+}
+
 /// `gpt2_match_end(s, pos)` when the character at `body` (`pos`, or `pos + 1` after a space)
 /// is not ASCII: not `'`, so no contraction; unless it is whitespace it begins ` ?X+` for its
 /// class (the space taken), the run going on from the character after it. Out of line, so
@@ -480,6 +538,37 @@ pub(crate) fn cl100k_match_end_fast(s: &str, pos: usize) -> usize {
         }
     }
     cl100k_general(s, pos)
+}
+
+/// `gpt2_window_word` for the cl100k split: the length of the match at the start of `w`
+/// when `cl100k_match_end_fast` scans it inline and it ends inside `w`: `\p{L}++` after an
+/// optional ASCII lead, ending before an ASCII byte, or `\p{N}{1,3}+` of ASCII digits that
+/// ends at three digits or before an ASCII byte. Else None, for `cl100k_match_end_fast`.
+#[inline(always)]
+pub(crate) fn cl100k_window_word(w: &[u8; 16], lo: u64, hi: u64) -> Option<usize> {
+    let b0 = lo as u8;
+    let c0 = BYTE_CLASS[usize::from(b0)];
+    let lead = match c0 {
+        B_LETTER => 0,
+        B_OTHER if b0 != b'\'' => 1,
+        B_SPACE if b0 != b'\r' && b0 != b'\n' => 1,
+        B_NUMBER => {
+            let mut end = 1;
+            while end < 3 {
+                match BYTE_CLASS[usize::from(w[end])] {
+                    B_NUMBER => end += 1,
+                    B_HIGH => return None,
+                    _ => break,
+                }
+            }
+            return Some(end);
+        }
+        _ => return None,
+    };
+    if BYTE_CLASS[usize::from(w[lead])] != B_LETTER {
+        return None;
+    }
+    window_run_end(w, lo, hi, lead + 1, B_LETTER)
 }
 
 /// `cl100k::match_end`, kept out of line so that the inline scanner stays small.
@@ -915,6 +1004,111 @@ mod tests {
 
     /// Texts with long ASCII letter runs (the eight-byte steps of `letter_run_end`), every
     /// case boundary byte (`@ [ ` { `) and non-ASCII letters, spaces and symbols among them.
+    /// Texts of ASCII words, digits, punctuation and whitespace runs (of every kind, so that
+    /// `\s+(?!\S)` backs off), with a few non-ASCII characters and contractions among them.
+    fn window_texts(n: usize) -> Vec<String> {
+        let pieces = [
+            "a",
+            "Zq",
+            "word",
+            "letters",
+            "abcdefghijklmnop",
+            "7",
+            "2024",
+            "1234567890123456",
+            ".",
+            "--",
+            "!?)",
+            "'s",
+            "'ll",
+            "'x",
+            " ",
+            "  ",
+            "\n",
+            "\n\n",
+            " \t",
+            "\r\n",
+            "\u{b}\u{c}",
+            "                ",
+            "\u{e9}",
+            "\u{4e2d}\u{6587}",
+            "\u{a0}",
+            "\u{3000}",
+            "\u{2028}",
+            "\u{2013}",
+            "\u{661}",
+            "\u{1F600}",
+            "\u{301}",
+            "\u{0}",
+        ];
+        let mut next = crate::test_rng(0x77d0_0c0d_e5ee_d005);
+        (0..n)
+            .map(|_| {
+                let len = 8 + (next() % 24) as usize;
+                (0..len)
+                    .map(|_| pieces[(next() % pieces.len() as u64) as usize])
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// `gpt2_window_word`, where it gives a length, ends the match where the general
+    /// scanner does, at every character boundary with sixteen bytes after it; and it gives
+    /// one for most such positions of mostly ASCII text (every kind of word it takes).
+    #[test]
+    fn window_word_equals_general() {
+        let (mut tried, mut taken) = (0, [0usize; 4]);
+        let texts = window_texts(4000)
+            .into_iter()
+            .chain(random_texts(4000).into_iter().map(|t| t.repeat(3)))
+            .chain(letter_run_texts(4000));
+        for s in texts {
+            for pos in (0..s.len()).filter(|&p| s.is_char_boundary(p)) {
+                let Some(w) = s.as_bytes().get(pos..pos + 16) else {
+                    continue;
+                };
+                let w: &[u8; 16] = w.try_into().unwrap();
+                let [lo, hi] = crate::models::bpe::ids_cache::window_words(w);
+                tried += 1;
+                if let Some(n) = gpt2_window_word(w, lo, hi) {
+                    assert_eq!(pos + n, gpt2_match_end(&s, pos), "{s:?} at {pos}");
+                    assert!(n > 0 && n < 16, "{s:?} at {pos}: {n}");
+                    let body = usize::from(w[0] == b' ' && w[1] != b' ');
+                    taken[usize::from(BYTE_CLASS[w[body] as usize])] += 1;
+                }
+            }
+        }
+        // Each kind of word (letters, digits, other, whitespace) taken many times.
+        assert!(taken.iter().all(|&t| t > 2000), "{taken:?} of {tried}");
+    }
+
+    /// `cl100k_window_word` as `window_word_equals_general` for GPT-2.
+    #[test]
+    fn cl100k_window_word_equals_general() {
+        let (mut tried, mut taken) = (0, [0usize; 4]);
+        let texts = window_texts(4000)
+            .into_iter()
+            .chain(random_texts(4000).into_iter().map(|t| t.repeat(3)))
+            .chain(letter_run_texts(4000));
+        for s in texts {
+            for pos in (0..s.len()).filter(|&p| s.is_char_boundary(p)) {
+                let Some(w) = s.as_bytes().get(pos..pos + 16) else {
+                    continue;
+                };
+                let w: &[u8; 16] = w.try_into().unwrap();
+                let [lo, hi] = crate::models::bpe::ids_cache::window_words(w);
+                tried += 1;
+                if let Some(n) = cl100k_window_word(w, lo, hi) {
+                    assert_eq!(pos + n, cl100k::match_end(&s, pos), "{s:?} at {pos}");
+                    assert!(n > 0 && n < 16, "{s:?} at {pos}: {n}");
+                    taken[usize::from(BYTE_CLASS[w[0] as usize])] += 1;
+                }
+            }
+        }
+        // Words of letters after every kind of lead, and numbers, taken many times.
+        assert!(taken.iter().all(|&t| t > 1000), "{taken:?} of {tried}");
+    }
+
     fn letter_run_texts(n: usize) -> Vec<String> {
         let alphabet: Vec<char> = "abcxyzABCXYZ@[`{0 9'\u{e9}\u{4e2d}\u{a0}.\u{301}\n"
             .chars()

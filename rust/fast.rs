@@ -1307,12 +1307,14 @@ impl FastPath {
             // `Fn` shim is not inlined once the scanner is large.
             WordSplit::Gpt2 => each_word_ids(
                 s,
+                |w, lo, hi| crate::byte_level::gpt2_window_word(w, lo, hi),
                 |s, p| crate::byte_level::gpt2_match_end_fast(s, p),
                 words,
                 out,
             ),
             WordSplit::Cl100k => each_word_ids(
                 s,
+                |w, lo, hi| crate::byte_level::cl100k_window_word(w, lo, hi),
                 |s, p| crate::byte_level::cl100k_match_end_fast(s, p),
                 words,
                 out,
@@ -1321,10 +1323,13 @@ impl FastPath {
     }
 }
 
-/// `each_match` calling `words.ids` on every match.
+/// `each_match` calling `words.ids` on every match. Where sixteen bytes of `s` follow a
+/// match start, `window` first tries to end the match inside them (see `gpt2_window_word`):
+/// then the word's cache key comes from the same sixteen bytes, and a hit is one tight step.
 #[inline(always)]
 fn each_word_ids(
     s: &str,
+    window: impl Fn(&[u8; 16], u64, u64) -> Option<usize>,
     match_end: impl Fn(&str, usize) -> usize,
     words: &mut crate::models::bpe::ByteLevelWords<'_>,
     out: &mut Vec<u32>,
@@ -1332,6 +1337,14 @@ fn each_word_ids(
     let bytes = s.as_bytes();
     let mut pos = 0;
     while pos < bytes.len() {
+        if let Some(w) = bytes.get(pos..).and_then(<[u8]>::first_chunk::<16>) {
+            let [lo, hi] = crate::models::bpe::ids_cache::window_words(w);
+            if let Some(len) = window(w, lo, hi).filter(|&n| n > 0) {
+                words.ids_window(bytes, pos, [lo, hi], len, out)?;
+                pos += len;
+                continue;
+            }
+        }
         let end = match_end(s, pos);
         // Matches end past `pos` and within `s`; the clamp (as `each_match`'s) is only the
         // fallback, so that the common case costs one slice check.

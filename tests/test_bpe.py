@@ -157,6 +157,64 @@ def test_real_files_big_inputs(real_pair) -> None:
         assert ours_s < 30, f"{name}: {ours_s:.1f}s on {len(text)} chars"
 
 
+# Pieces for the byte-level word loop (words ending inside the sixteen bytes from their start
+# are scanned and keyed from those bytes): ASCII words of every length around 8 and 16 bytes,
+# digits, punctuation, contractions, whitespace runs of every kind, non-ASCII letters, digits,
+# spaces and punctuation right after ASCII ones.
+_WORD_LOOP_PIECES = [
+    "a",
+    "Zq",
+    "word",
+    "letters",
+    "sixteen_letters",
+    "abcdefghijklmnopq",
+    "7",
+    "2024",
+    "123456789012345678",
+    ".",
+    "--",
+    "!?)",
+    "'s",
+    "'ll",
+    "'x",
+    " ",
+    "  ",
+    "\n",
+    "\n\n",
+    " \t",
+    "\r\n",
+    "\x0b\x0c",
+    " " * 17,
+    "\u00e9",
+    "\u4e2d\u6587",
+    "\u00a0",
+    "\u3000",
+    "\u2028",
+    "\u2013",
+    "\u0661",
+    "\U0001f600",
+    "\u0301",
+    "\x00",
+    "\u041c\u0430\u0440\u0441",
+]
+
+
+@pytest.fixture(scope="module")
+def gpt2_pair():
+    path = data_path("gpt2", "tokenizer.json")
+    return piecework.Tokenizer.from_file(str(path)), tokenizers.Tokenizer.from_file(str(path))
+
+
+@settings(max_examples=300)
+@given(pieces=st.lists(st.sampled_from(_WORD_LOOP_PIECES), min_size=4, max_size=60))
+def test_byte_level_word_loop(gpt2_pair, pieces: list[str]) -> None:
+    ours, ref = gpt2_pair
+    text = "".join(pieces)
+    want = ref.encode(text, add_special_tokens=False).ids
+    assert ours.encode_ids(text, add_special_tokens=False) == want, repr(text)
+    assert ours.encode(text, add_special_tokens=False).ids == want, repr(text)
+
+
 def test_byte_level_decode_invalid_utf8() -> None:
     """Byte tokens that do not form valid UTF-8 decode to U+FFFD as `from_utf8_lossy` does."""
     path = data_path("gpt2", "tokenizer.json")

@@ -6,7 +6,7 @@
 pub(crate) mod backtrack;
 mod chars;
 pub mod engine;
-mod ids_cache;
+pub(crate) mod ids_cache;
 
 use super::{Model, Token};
 use crate::error::{Error, Result};
@@ -1348,6 +1348,30 @@ impl ByteLevelWords<'_> {
             }
         }
         self.ids(raw, out)
+    }
+
+    /// `ids` of the word `text[pos..pos + len]` (`len` of 1..=15) whose bytes begin the
+    /// sixteen of `text` from `pos`, given as two little-endian words: key and word from the
+    /// scanner's own loads.
+    #[inline(always)]
+    pub(crate) fn ids_window(
+        &mut self,
+        text: &[u8],
+        pos: usize,
+        [lo, hi]: [u64; 2],
+        len: usize,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        if let (Some(t), Some((k0, k1))) = (
+            self.table.as_deref_mut(),
+            ids_cache::window_key(lo, hi, len),
+        ) {
+            if t.get_keyed(k0, k1, len, out) {
+                return Ok(());
+            }
+        }
+        let raw = text.get(pos..pos + len).unwrap_or_default();
+        self.ids_after_short_miss(raw, len > 0, out)
     }
 
     /// `ids` past the inline lookup (`short`: `raw` is a short word the table lacks, so it is

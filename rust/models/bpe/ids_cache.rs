@@ -50,7 +50,8 @@ const _: () = assert!(std::mem::size_of::<Slot>() == 32);
 /// Set-associative rather than cleared when full: the frequent words of a corpus larger than
 /// the table stay.
 pub struct IdsTable {
-    sets: Box<[[Slot; WAYS]]>,
+    /// A fixed-size array, so that indexing by `set_of` needs no bounds check.
+    sets: Box<[[Slot; WAYS]; SETS]>,
     overflow: Vec<u32>,
     /// Words of `MAX_WORD + 1..=MAX_LONG_WORD` bytes, allocated on first use.
     long: Option<LongIds>,
@@ -109,13 +110,23 @@ static KEY_MASKS: [(u64, u64); MAX_WORD + 1] = {
 #[inline(always)]
 pub fn key_at(text: &[u8], pos: usize, len: usize) -> Option<(u64, u64)> {
     let sixteen: &[u8; 16] = text.get(pos..pos + 16)?.try_into().ok()?;
+    let [lo, hi] = window_words(sixteen);
+    window_key(lo, hi, len)
+}
+
+/// Sixteen bytes as two little-endian words.
+#[inline(always)]
+pub fn window_words(w: &[u8; 16]) -> [u64; 2] {
+    let (a, b) = w.split_at(8);
+    [a, b].map(|h| <[u8; 8]>::try_from(h).map_or(0, u64::from_le_bytes))
+}
+
+/// `key(&w[..len])` (`len` of 1..=MAX_WORD; else None) from the two words (`window_words`)
+/// of sixteen bytes `w`, by two masks.
+#[inline(always)]
+pub fn window_key(lo: u64, hi: u64, len: usize) -> Option<(u64, u64)> {
     let (m0, m1) = *KEY_MASKS.get(len)?;
-    let [a, b] = [0, 8].map(|i| {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&sixteen[i..i + 8]);
-        u64::from_le_bytes(w)
-    });
-    Some((a & m0, b & m1))
+    Some((lo & m0, hi & m1))
 }
 
 /// The set of a key: the top bits of a multiply-shift hash. The length is left out: words
@@ -128,7 +139,12 @@ fn set_of(k0: u64, k1: u64) -> usize {
 impl Default for IdsTable {
     fn default() -> Self {
         IdsTable {
-            sets: vec![[EMPTY; WAYS]; SETS].into_boxed_slice(),
+            // Built on the heap (a 2 MB array is not built on the stack first); the length is
+            // SETS, so the conversion does not fail.
+            sets: vec![[EMPTY; WAYS]; SETS]
+                .into_boxed_slice()
+                .try_into()
+                .unwrap_or_else(|_| Box::new([[EMPTY; WAYS]; SETS])),
             overflow: Vec::new(),
             long: None,
         }
@@ -154,6 +170,7 @@ impl IdsTable {
             if slot.k0 != k0 || slot.k1 != k1 || usize::from(slot.len) != len {
                 continue;
             }
+            // Branch-free (a test for saturation mispredicts on the words not yet saturated).
             slot.hits = slot.hits.saturating_add(1);
             if slot.n == 1 {
                 // Most words: a push, not a variable-length copy.
