@@ -573,6 +573,8 @@ impl SpNormalizer {
     /// trim drops the trailing empty words (their `▁`s end the output). Before this took
     /// the other chunks too, one of them sent the whole text to `normalize_text` and the
     /// segmenter's scan for `▁` (every multilingual document did).
+    // (Kept apart from its caller: inlined there, the loop below lost its registers.)
+    #[inline(never)]
     pub(crate) fn plain_words(
         &self,
         input: &str,
@@ -609,7 +611,9 @@ impl SpNormalizer {
                 i += 1;
                 continue;
             }
-            if c == WORD_SPACE {
+            // (`WORD_SPACE` or `WORD_SPACE_BEFORE_ASCII`, tested so that the compiler does
+            // not turn the tests into a jump table, which costs the copy test above.)
+            if c | 1 == WORD_SPACE_BEFORE_ASCII && (c == WORD_SPACE || alone_at(i + 1)) {
                 match (bstart, start) {
                     (None, Some(a)) => w.words.push((a as u32, i as u32)),
                     (Some(_), _) => w.end_word(bytes, i, bstart, start),
