@@ -648,8 +648,8 @@ impl SpUnigram {
     }
 
     /// `encode_ids` from the words of the normalization of `text` (the normalization is `▁`
-    /// + its words joined with `▁`; `SpNormalizer::plain_words` gives them, as ranges of
-    /// `text` or of the words it wrote out): `segment_words` over that string, word by word
+    /// followed by its words joined with `▁`; `SpNormalizer::plain_words` gives them, as
+    /// ranges of `text` or of the words it wrote out): `segment_words` over that string, word by word
     /// in the same order with the same running score, without writing the string (a word's
     /// `▁`-prefixed bytes are assembled only when no cache entry serves it) and keeping only
     /// the ids. `None` (nothing appended) when the shortcut does not apply: the model has
