@@ -508,7 +508,7 @@ impl SentencePiece {
         if let Some(r) = self.unigram.as_ref().and_then(|u| {
             u.encode_plain_words(&self.normalizer, self.byte_ids.is_some(), text, out)
         }) {
-            // The ids below when the text's normalization is plain words (no CONTROL piece
+            // The ids below, from the words of the text's normalization (no CONTROL piece
             // can be matched, every byte is covered, unknown runs are fused alike).
             return r;
         }

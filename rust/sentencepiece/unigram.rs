@@ -13,7 +13,7 @@
 //! (one load per byte), a match costs one score load and one compare (`-inf` marks unreached
 //! positions), and the lattice is a reused per-thread buffer of 12-byte cells.
 
-use super::normalizer::{one_char_len, SpNormalizer};
+use super::normalizer::{one_char_len, word_bytes, SpNormalizer};
 use super::trie::ByteTrie;
 use super::vocab::{PieceEntry, PieceType, Segmenter, SpPiece};
 use crate::error::{Error, Result};
@@ -283,8 +283,10 @@ thread_local! {
     static LATTICE: std::cell::Cell<Vec<Best>> = const { std::cell::Cell::new(Vec::new()) };
     /// Word caches of the models used last on this thread (most recent first).
     static WORDS: std::cell::Cell<Vec<WordCache>> = const { std::cell::Cell::new(Vec::new()) };
-    /// The word ranges of `encode_plain_words`.
-    static SPANS: std::cell::Cell<Vec<(u32, u32)>> = const { std::cell::Cell::new(Vec::new()) };
+    /// The word ranges of `encode_plain_words`, and the words it writes out.
+    #[allow(clippy::type_complexity)]
+    static SPANS: std::cell::Cell<(Vec<(u32, u32)>, Vec<u8>)> =
+        const { std::cell::Cell::new((Vec::new(), Vec::new())) };
 }
 
 /// Models whose word caches a thread keeps at once.
@@ -645,13 +647,14 @@ impl SpUnigram {
         Ok(best.get(word.len()).map_or(0.0, |b| b.score))
     }
 
-    /// `encode_ids` when the normalization of `text` is `▁` + its words joined with `▁`
-    /// (`SpNormalizer::plain_words` decides, and gives the words): `segment_words` over that
-    /// string, word by word in the same order with the same running score, without writing
-    /// the string (a word's `▁`-prefixed bytes are assembled only when no cache entry serves
-    /// it) and keeping only the ids. `None` (nothing appended) when the shortcut does not
-    /// apply: the model has pieces across `▁`, the normalization is not of that form, or an
-    /// unknown piece occurs with `byte_fallback`. Unknown pieces are fused as the facade's
+    /// `encode_ids` from the words of the normalization of `text` (the normalization is `▁`
+    /// followed by its words joined with `▁`; `SpNormalizer::plain_words` gives them, as
+    /// ranges of `text` or of the words it wrote out): `segment_words` over that string, word by word
+    /// in the same order with the same running score, without writing the string (a word's
+    /// `▁`-prefixed bytes are assembled only when no cache entry serves it) and keeping only
+    /// the ids. `None` (nothing appended) when the shortcut does not apply: the model has
+    /// pieces across `▁`, the normalizer's options are not those `plain_words` serves, or
+    /// an unknown piece occurs with `byte_fallback`. Unknown pieces are fused as the facade's
     /// token loop fuses them: an unknown id right after another is dropped (only unknown
     /// pieces have the unknown id).
     pub(crate) fn encode_plain_words(
@@ -665,15 +668,15 @@ impl SpUnigram {
             return None;
         }
         SPANS.with(|cell| {
-            let mut words = cell.take();
-            let r = if normalizer.plain_words(text, &mut words) {
+            let (mut words, mut buf) = cell.take();
+            let r = if normalizer.plain_words(text, &mut words, &mut buf) {
                 self.ids_with_cache(text.len(), byte_fallback, out, |best, cache, sink| {
-                    self.plain_words_into(text.as_bytes(), &words, best, cache, sink)
+                    self.plain_words_into(text.as_bytes(), &buf, &words, best, cache, sink)
                 })
             } else {
                 None
             };
-            cell.set(words);
+            cell.set((words, buf));
             r
         })
     }
@@ -738,20 +741,18 @@ impl SpUnigram {
         (!(saw_unk && byte_fallback)).then_some(r)
     }
 
-    /// The loop of `encode_plain_words` (`words`: byte ranges of `text`).
+    /// The loop of `encode_plain_words` (`words`: byte ranges of `text` or `buf`, see
+    /// `word_bytes`).
     fn plain_words_into<S: Sink>(
         &self,
         text: &[u8],
+        buf: &[u8],
         words: &[(u32, u32)],
         best: &mut Vec<Best>,
         cache: &mut WordCache,
         out: &mut S,
     ) -> Result<()> {
-        let word_at = |i: usize| {
-            words
-                .get(i)
-                .and_then(|&(a, b)| text.get(a as usize..b as usize))
-        };
+        let word_at = |i: usize| words.get(i).map(|&w| word_bytes(text, buf, w));
         // The best score at the current word start, and the word's offset in the normalized
         // string (what `segment_words` would pass on).
         let mut x = 0f32;
