@@ -1052,11 +1052,15 @@ mod tests {
             .collect()
     }
 
-    /// `gpt2_window_word`, where it gives a length, ends the match where the general
-    /// scanner does, at every character boundary with sixteen bytes after it; and it gives
-    /// one for most such positions of mostly ASCII text (every kind of word it takes).
-    #[test]
-    fn window_word_equals_general() {
+    /// Every character boundary with sixteen bytes after it, of the window tests' texts:
+    /// `word` (a window scanner) must end the match where `general` does whenever it gives a
+    /// length; the counts of taken words by `kind` of the window are returned with the number
+    /// of positions tried.
+    fn window_taken(
+        word: fn(&[u8; 16], u64, u64) -> Option<usize>,
+        general: fn(&str, usize) -> usize,
+        kind: fn(&[u8; 16]) -> usize,
+    ) -> ([usize; 4], usize) {
         let (mut tried, mut taken) = (0, [0usize; 4]);
         let texts = window_texts(4000)
             .into_iter()
@@ -1070,14 +1074,25 @@ mod tests {
                 let w: &[u8; 16] = w.try_into().unwrap();
                 let [lo, hi] = crate::models::bpe::ids_cache::window_words(w);
                 tried += 1;
-                if let Some(n) = gpt2_window_word(w, lo, hi) {
-                    assert_eq!(pos + n, gpt2_match_end(&s, pos), "{s:?} at {pos}");
+                if let Some(n) = word(w, lo, hi) {
+                    assert_eq!(pos + n, general(&s, pos), "{s:?} at {pos}");
                     assert!(n > 0 && n < 16, "{s:?} at {pos}: {n}");
-                    let body = usize::from(w[0] == b' ' && w[1] != b' ');
-                    taken[usize::from(BYTE_CLASS[w[body] as usize])] += 1;
+                    taken[kind(w)] += 1;
                 }
             }
         }
+        (taken, tried)
+    }
+
+    /// `gpt2_window_word`, where it gives a length, ends the match where the general
+    /// scanner does, at every character boundary with sixteen bytes after it; and it gives
+    /// one for most such positions of mostly ASCII text (every kind of word it takes).
+    #[test]
+    fn window_word_equals_general() {
+        let (taken, tried) = window_taken(gpt2_window_word, gpt2_match_end, |w| {
+            let body = usize::from(w[0] == b' ' && w[1] != b' ');
+            usize::from(BYTE_CLASS[w[body] as usize])
+        });
         // Each kind of word (letters, digits, other, whitespace) taken many times.
         assert!(taken.iter().all(|&t| t > 2000), "{taken:?} of {tried}");
     }
@@ -1085,26 +1100,9 @@ mod tests {
     /// `cl100k_window_word` as `window_word_equals_general` for GPT-2.
     #[test]
     fn cl100k_window_word_equals_general() {
-        let (mut tried, mut taken) = (0, [0usize; 4]);
-        let texts = window_texts(4000)
-            .into_iter()
-            .chain(random_texts(4000).into_iter().map(|t| t.repeat(3)))
-            .chain(letter_run_texts(4000));
-        for s in texts {
-            for pos in (0..s.len()).filter(|&p| s.is_char_boundary(p)) {
-                let Some(w) = s.as_bytes().get(pos..pos + 16) else {
-                    continue;
-                };
-                let w: &[u8; 16] = w.try_into().unwrap();
-                let [lo, hi] = crate::models::bpe::ids_cache::window_words(w);
-                tried += 1;
-                if let Some(n) = cl100k_window_word(w, lo, hi) {
-                    assert_eq!(pos + n, cl100k::match_end(&s, pos), "{s:?} at {pos}");
-                    assert!(n > 0 && n < 16, "{s:?} at {pos}: {n}");
-                    taken[usize::from(BYTE_CLASS[w[0] as usize])] += 1;
-                }
-            }
-        }
+        let (taken, tried) = window_taken(cl100k_window_word, cl100k::match_end, |w| {
+            usize::from(BYTE_CLASS[w[0] as usize])
+        });
         // Words of letters after every kind of lead, and numbers, taken many times.
         assert!(taken.iter().all(|&t| t > 1000), "{taken:?} of {tried}");
     }

@@ -261,6 +261,15 @@ fn escape_spaces(input: &[u8], out: &mut Vec<u8>) {
     }
 }
 
+/// Whether the byte at `i` of `bytes` continues no rule key of the byte before it: the end of
+/// the text, an ASCII byte, or one whose bit in `weak_next` is clear (see `word_weak_next`).
+#[inline(always)]
+fn stands_alone(bytes: &[u8], weak_next: u128, i: usize) -> bool {
+    bytes
+        .get(i)
+        .is_none_or(|&c| c < 0x80 || (weak_next >> (c - 128)) & 1 == 0)
+}
+
 /// The code point of the 2- or 3-byte character at the start of `s` when it is valid (as
 /// `valid_char_len` decides), else `None`.
 #[inline]
@@ -595,11 +604,7 @@ impl SpNormalizer {
         }
         let bytes = input.as_bytes();
         let weak_next = self.word_weak_next;
-        let alone_at = |i: usize| {
-            bytes
-                .get(i)
-                .is_none_or(|&c| c < 0x80 || (weak_next >> (c - 128)) & 1 == 0)
-        };
+        let alone_at = |i: usize| stands_alone(bytes, weak_next, i);
         let mut w = Words { words, buf };
         let (mut bstart, mut start) = (None::<usize>, None::<usize>);
         let mut i = 0usize;
@@ -647,11 +652,7 @@ impl SpNormalizer {
     ) -> Option<(usize, Option<usize>, Option<usize>)> {
         let bytes = input.as_bytes();
         let weak_next = self.word_weak_next;
-        let alone_at = |i: usize| {
-            bytes
-                .get(i)
-                .is_none_or(|&c| c < 0x80 || (weak_next >> (c - 128)) & 1 == 0)
-        };
+        let alone_at = |i: usize| stands_alone(bytes, weak_next, i);
         let rest = bytes.get(i..).unwrap_or_default();
         let ud = c & WORD_UD != 0
             && self
