@@ -552,6 +552,21 @@ impl Tokenizer {
     pub fn get_vocab(&self, with_added_tokens: bool) -> HashMap<String, u32> {
         self.core.vocab(with_added_tokens)
     }
+    /// About one past the largest id this tokenizer gives (added tokens included), told
+    /// without building the vocabulary map: a sizing hint only (a model whose ids have gaps
+    /// may give larger ones).
+    pub fn id_bound(&self) -> usize {
+        match &*self.core {
+            Backend::Json(c) => c
+                .added
+                .vocab()
+                .values()
+                .map(|&id| id as usize + 1)
+                .fold(c.model.as_model().vocab_size(), usize::max),
+            Backend::Sp(sp) => sp.piece_size(),
+        }
+    }
+
     pub fn get_vocab_size(&self, with_added_tokens: bool) -> usize {
         if with_added_tokens {
             self.get_vocab(true).len()

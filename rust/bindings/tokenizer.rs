@@ -153,7 +153,7 @@ fn not_loaded() -> PyErr {
 
 impl PyTokenizer {
     fn new(py: Python<'_>, tok: Tokenizer) -> Self {
-        super::reserve_shared_ints(py, tok.get_vocab_size(true));
+        super::reserve_shared_ints(py, tok.id_bound());
         PyTokenizer {
             current: RwLock::new(Some(Arc::new(tok))),
         }
