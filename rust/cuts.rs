@@ -54,6 +54,16 @@ pub(crate) struct Plan<'a> {
     pub(crate) bounds: Vec<usize>,
 }
 
+impl Plan<'_> {
+    /// How many pieces each text has, in text order.
+    pub(crate) fn piece_counts(&self) -> impl Iterator<Item = usize> + '_ {
+        self.bounds.windows(2).map(|w| match w {
+            [a, b] => b - a,
+            _ => 0,
+        })
+    }
+}
+
 /// Which `\n`s a text may be cut after (see the module doc for why each is exact).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Rule {

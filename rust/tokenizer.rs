@@ -399,11 +399,7 @@ impl Tokenizer {
             let mut ids = Vec::with_capacity(rows.iter().map(Vec::len).sum::<usize>() + 16);
             let mut ends = Vec::with_capacity(texts.len());
             let mut rows = rows.into_iter();
-            for w in plan.bounds.windows(2) {
-                let n = match w {
-                    [a, b] => b - a,
-                    _ => 0,
-                };
+            for n in plan.piece_counts() {
                 if plain || n <= 1 {
                     for r in rows.by_ref().take(n) {
                         ids.extend_from_slice(&r);
@@ -520,11 +516,7 @@ impl Tokenizer {
     ) -> Result<Vec<Vec<u32>>> {
         let mut rows = self.plan_piece_rows(plan, add_special_tokens)?.into_iter();
         let mut out = Vec::with_capacity(plan.bounds.len().saturating_sub(1));
-        for w in plan.bounds.windows(2) {
-            let n = match w {
-                [a, b] => b - a,
-                _ => 0,
-            };
+        for n in plan.piece_counts() {
             out.push(self.finish_plan_row(rows.by_ref().take(n), add_special_tokens)?);
         }
         Ok(out)

@@ -729,20 +729,29 @@ impl SpBpe {
             && !span.ends_with(SPACE)
     }
 
-    /// `merge_space_run`'s split of an indented span, each side through the cache: the
-    /// word with one `▁` (`▁B`), then the other spaces (with that `▁` when `▁B` leaves it
-    /// alone), whose runs go first.
+    /// `merge_space_run`'s split of an indented span, each side through the cache.
     fn merge_indented(&self, t: &mut SpanTable, span: &[u8], base: usize, sc: &mut Scratch) {
-        let mut k = 0;
-        while is_space_at(span, k * 3) {
-            k += 1;
-        }
-        let tail = (k * 3).saturating_sub(3);
-        let (Some(head), Some(word)) = (span.get(..tail), span.get(tail..)) else {
-            return self.merge_span(span, base, sc);
-        };
+        let tail = (space_run_len(span) * 3).saturating_sub(3);
+        self.merge_run_sides(span, tail, base, sc, |side, at, sc| {
+            self.merge_cached(t, side, at, sc)
+        });
+    }
+
+    /// The two sides of an indented span `▁^k B` split at `tail` (before its last leading
+    /// `▁`), each by `merge`: the word with one `▁` (`▁B`), then the other spaces (with that
+    /// `▁` when `▁B`'s result leaves it alone), whose runs go first (see `merge_space_run`).
+    fn merge_run_sides(
+        &self,
+        span: &[u8],
+        tail: usize,
+        base: usize,
+        sc: &mut Scratch,
+        mut merge: impl FnMut(&[u8], usize, &mut Scratch),
+    ) {
+        let head = span.get(..tail).unwrap_or_default();
+        let word = span.get(tail..).unwrap_or_default();
         let from = sc.out_ids.len();
-        self.merge_cached(t, word, base + tail, sc);
+        merge(word, base + tail, sc);
         let head = match sc.out_ids.get(from) {
             Some(&(_, s, e)) if e - s == SPACE.len() => {
                 sc.out_ids.remove(from);
@@ -751,7 +760,7 @@ impl SpBpe {
             _ => head,
         };
         let mid = sc.out_ids.len();
-        self.merge_cached(t, head, base, sc);
+        merge(head, base, sc);
         if let Some(runs) = sc.out_ids.get_mut(from..) {
             runs.rotate_left(mid - from);
         }
@@ -1016,11 +1025,7 @@ impl SpBpe {
     /// `▁B`'s result if that is a lone `▁` (nothing else there starts with `▁`): the
     /// standalone run of those spaces. Anything else goes to the heap.
     fn merge_space_run(&self, bytes: &[u8], base: usize, sc: &mut Scratch) {
-        let mut k = 0;
-        while bytes.get(k * 3..k * 3 + 3) == Some(SPACE) {
-            k += 1;
-        }
-        let tail = (k * 3).saturating_sub(3);
+        let k = space_run_len(bytes);
         let rest = bytes.get(k * 3..).unwrap_or_default();
         let simple = self.cut == Cut::BeforeSpace
             && self.space_runs_last
@@ -1028,24 +1033,13 @@ impl SpBpe {
             && k >= 2
             && !rest.is_empty()
             && !rest.windows(3).any(|w| w == SPACE);
-        let (true, Some(head), Some(word)) = (simple, bytes.get(..tail), bytes.get(tail..)) else {
+        if !simple {
             return self.merge_span_heap(bytes, base, sc);
-        };
-        let from = sc.out_ids.len();
-        // `▁B` has no `▁▁`, and a run of spaces alone goes to the heap: no deeper recursion.
-        self.merge_span(word, base + tail, sc);
-        let head = match sc.out_ids.get(from) {
-            Some(&(_, s, e)) if e - s == SPACE.len() => {
-                sc.out_ids.remove(from);
-                bytes.get(..tail + 3).unwrap_or(head)
-            }
-            _ => head,
-        };
-        let mid = sc.out_ids.len();
-        self.merge_span(head, base, sc);
-        if let Some(runs) = sc.out_ids.get_mut(from..) {
-            runs.rotate_left(mid - from);
         }
+        // `▁B` has no `▁▁`, and a run of spaces alone goes to the heap: no deeper recursion.
+        self.merge_run_sides(bytes, (k - 1) * 3, base, sc, |side, at, sc| {
+            self.merge_span(side, at, sc)
+        });
     }
 
     /// `merge_span` through the heap engine (`Word::merge_all`), for any length and with
@@ -1159,6 +1153,15 @@ impl SpBpe {
             self.lens.get(key as usize).map_or(0, |&l| l as usize)
         }
     }
+}
+
+/// How many `▁` begin `bytes`.
+fn space_run_len(bytes: &[u8]) -> usize {
+    let mut k = 0;
+    while is_space_at(bytes, k * 3) {
+        k += 1;
+    }
+    k
 }
 
 #[cfg(test)]

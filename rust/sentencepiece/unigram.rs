@@ -649,10 +649,10 @@ impl SpUnigram {
 
     /// `encode_ids` from the words of the normalization of `text` (the normalization is `▁`
     /// followed by its words joined with `▁`; `SpNormalizer::plain_words` gives them, as
-    /// ranges of `text` or of the words it wrote out): `segment_words` over that string, word by word
-    /// in the same order with the same running score, without writing the string (a word's
-    /// `▁`-prefixed bytes are assembled only when no cache entry serves it) and keeping only
-    /// the ids. `None` (nothing appended) when the shortcut does not apply: the model has
+    /// ranges of `text` or of the words it wrote out): `segment_words` over that string,
+    /// word by word in the same order with the same running score, without writing the
+    /// string (a word's `▁`-prefixed bytes are assembled only when no cache entry serves it)
+    /// and keeping only the ids. `None` (nothing appended) when the shortcut does not apply: the model has
     /// pieces across `▁`, the normalizer's options are not those `plain_words` serves, or
     /// an unknown piece occurs with `byte_fallback`. Unknown pieces are fused as the facade's
     /// token loop fuses them: an unknown id right after another is dropped (only unknown
@@ -702,8 +702,8 @@ impl SpUnigram {
     }
 
     /// Run `f` (on an input of `len` bytes) with this thread's lattice and this model's word
-    /// cache into ids appended to `out`, then fuse unknown runs as the facade's token loop does (an unknown id right
-    /// after another is dropped; only unknown pieces have the unknown id, and no CONTROL
+    /// cache into ids appended to `out`, then fuse unknown runs as the facade's token loop
+    /// does (an unknown id right after another is dropped; only unknown pieces have the unknown id, and no CONTROL
     /// piece is matchable). `None`, with nothing appended, when an unknown piece occurred
     /// with `byte_fallback` (the token loop's byte pieces need the spans); on an error
     /// nothing is appended either.
