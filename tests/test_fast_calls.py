@@ -166,6 +166,32 @@ def test_shared_ints_any_id(order):
     _check_sparse_ids(ids, 11)
 
 
+def test_id_lists_hold_one_reference_per_slot(DATA):
+    """Id lists are filled in place, each slot's int counted by hand: every slot holds exactly
+    one reference to its int (an id past the shared table too), taken when the list is built
+    and given back when it goes, through `encode_ids`, `encode(...).ids` and
+    `encode_batch_ids`. A missing count frees a shared int under the table; an extra one
+    leaks it: both change these counts."""
+    tok = piecework.Tokenizer.from_file(f"{DATA}/gpt2/tokenizer.json")
+    text = "Hello world, the world said hello again: world!"
+    ids = tok.encode_ids(text)
+    # An int no other code shares (not a small int) that the list holds several times.
+    probe = max((i for i in ids if i >= 256), key=ids.count)
+    per_list = ids.count(probe)
+    assert per_list > 1
+    before = sys.getrefcount(probe)
+    for make in (
+        lambda: [tok.encode_ids(text) for _ in range(500)],
+        lambda: [tok.encode(text).ids for _ in range(500)],
+        lambda: tok.encode_batch_ids([text] * 500),
+    ):
+        lists = make()
+        assert all(x == ids for x in lists)
+        assert sys.getrefcount(probe) - before == 500 * per_list
+        del lists
+        assert sys.getrefcount(probe) == before
+
+
 def test_tokenizer_is_the_core(DATA):
     """`piecework.Tokenizer` objects are the core's (no instance dict in the way of the fast
     calls); the fast calls check their receiver, and a core made by `__new__` alone refuses

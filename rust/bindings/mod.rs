@@ -90,36 +90,151 @@ pub(crate) fn reserve_shared_ints(py: Python<'_>, n: usize) {
     }
 }
 
+/// The head of a `PyListObject` (CPython's `listobject.h`, unchanged from 3.0 to 3.14 in the
+/// builds that load abi3 modules): the object header, then the item array.
+#[repr(C)]
+struct ListHead {
+    head: ffi::PyVarObject,
+    ob_item: *mut *mut ffi::PyObject,
+}
+
+/// How `ids_list` may fill a list: `Some(immortals)` when the list's item array is where
+/// `ListHead` says (checked once on a real list) and slots may be written in place, with a
+/// reference count raised by hand, `immortals` telling whether counts may be immortal (3.12
+/// on); `None`: through `PyList_SetItem` and `Py_IncRef`. The two calls and their checks
+/// cost ~35 instructions per id against ~6 in place, as large as the whole encoding of a
+/// cached word.
+static LIST_FILL: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+
+/// Whether a new list of two slots, filled by `PyList_SetItem`, has them where `ListHead`
+/// puts them (size and items), and whether this interpreter has immortal objects.
+#[cold]
+fn probe_list_fill(py: Python<'_>) -> Option<bool> {
+    // SAFETY: the GIL is held. PyList_New gives a new list (or NULL: no direct fill); its
+    // two slots are set by PyList_SetItem, each stealing a new reference to None, before
+    // anything is read; the list is dropped through `Bound` at the end.
+    unsafe {
+        let Some(list) = Bound::from_owned_ptr_or_opt(py, ffi::PyList_New(2)) else {
+            PyErr::fetch(py);
+            return None;
+        };
+        let none = ffi::Py_None();
+        for i in 0..2 {
+            ffi::Py_IncRef(none);
+            if ffi::PyList_SetItem(list.as_ptr(), i, none) != 0 {
+                PyErr::fetch(py);
+                return None;
+            }
+        }
+        let head = list.as_ptr().cast::<ListHead>();
+        let items = (*head).ob_item;
+        let ok = (*head).head.ob_size == 2
+            && !items.is_null()
+            && *items == none
+            && *items.add(1) == none
+            && ffi::PyList_GetItem(list.as_ptr(), 1) == none;
+        ok.then(|| py.version_info() >= (3, 12))
+    }
+}
+
+/// Raise the reference count of `obj`, as `Py_INCREF` in CPython's headers for a stable-ABI
+/// module built for 3.10 does it: in place, and not for an immortal object (3.12 on, whose
+/// count's low 32 bits read negative; PEP 683 keeps that test valid for such modules).
+///
+/// # Safety
+/// `obj` is a live object and the GIL is held; `immortals` as `LIST_FILL` found it.
+#[inline(always)]
+unsafe fn incref_in_place(obj: *mut ffi::PyObject, immortals: bool) {
+    // SAFETY: the count is the first word of every object of the builds that load abi3
+    // modules; the GIL serializes every change to it.
+    unsafe {
+        let count = obj.cast::<isize>();
+        let c = *count;
+        if !immortals || (c as i32) >= 0 {
+            *count = c + 1;
+        }
+    }
+}
+
 /// `ids` as a Python list of ints. Written against the C API: the list is filled slot by
-/// slot from the shared table (looked up once per list, not once per id).
+/// slot from the shared table (looked up once per list, not once per id), in place where
+/// `LIST_FILL` allows.
 pub(crate) fn ids_list<'py>(py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
-    let mut shared = shared_ints(py)?;
+    let shared = shared_ints(py)?;
     let n = ffi::Py_ssize_t::try_from(ids.len())
         .map_err(|_| PyValueError::new_err("too many ids for a list"))?;
     // SAFETY: PyList_New gives a new reference (or NULL with an exception set, turned into
     // an error). Its slots start NULL, which the list's deallocator accepts, so an early
     // error return is safe; every slot is filled below before the list is returned.
     let list = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(n))? };
+    let Some(immortals) = *LIST_FILL.get_or_init(|| probe_list_fill(py)) else {
+        fill_by_calls(py, &list, shared, ids)?;
+        // SAFETY: made by PyList_New above.
+        return Ok(unsafe { list.cast_into_unchecked::<PyList>() });
+    };
+    // SAFETY: `list` is a new list of `n` slots laid out as `ListHead` (checked by the
+    // probe), not yet seen by any other code; `ob_item` holds `n` NULL slots.
+    let items = unsafe { (*list.as_ptr().cast::<ListHead>()).ob_item };
     for (i, &id) in ids.iter().enumerate() {
-        let id = id as usize;
-        if id >= shared.len() && id < MAX_SHARED_INTS {
-            shared = grow_shared_ints(py, id)?;
-        }
-        let int = match shared.get(id) {
-            Some(obj) => obj.clone_ref(py).into_ptr(),
-            // SAFETY: returns a new reference, or NULL with an exception set.
-            None => unsafe { ffi::PyLong_FromSize_t(id) },
+        let int = match shared.get(id as usize) {
+            Some(obj) => {
+                let p = obj.as_ptr();
+                // SAFETY: a live int of the table; the GIL is held.
+                unsafe { incref_in_place(p, immortals) };
+                p
+            }
+            None => new_int(py, id)?,
         };
-        if int.is_null() {
-            return Err(PyErr::fetch(py));
-        }
-        // SAFETY: `list` is a list of `n` slots and `i < n`; PyList_SetItem steals `int`.
+        // SAFETY: `i < n` slots; the slot was NULL and now owns the new reference.
+        unsafe { *items.add(i) = int };
+    }
+    // SAFETY: made by PyList_New above.
+    Ok(unsafe { list.cast_into_unchecked::<PyList>() })
+}
+
+/// A new reference to the int `id`, for an id past the shared table: from a grown table when
+/// `id` is below `MAX_SHARED_INTS`, else a new int.
+#[cold]
+#[inline(never)]
+fn new_int(py: Python<'_>, id: u32) -> PyResult<*mut ffi::PyObject> {
+    let id = id as usize;
+    let table = if id < MAX_SHARED_INTS {
+        grow_shared_ints(py, id)?
+    } else {
+        &[]
+    };
+    let int = match table.get(id) {
+        Some(obj) => obj.clone_ref(py).into_ptr(),
+        // SAFETY: returns a new reference, or NULL with an exception set.
+        None => unsafe { ffi::PyLong_FromSize_t(id) },
+    };
+    if int.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(int)
+}
+
+/// `ids_list`'s fill through the C API's calls, where the list's layout is not the one
+/// `ListHead` describes.
+#[cold]
+fn fill_by_calls(
+    py: Python<'_>,
+    list: &Bound<'_, PyAny>,
+    shared: &[Py<PyAny>],
+    ids: &[u32],
+) -> PyResult<()> {
+    for (i, &id) in ids.iter().enumerate() {
+        let int = match shared.get(id as usize) {
+            Some(obj) => obj.clone_ref(py).into_ptr(),
+            None => new_int(py, id)?,
+        };
+        // SAFETY: `list` is a list of `ids.len()` slots and `i` is below that;
+        // PyList_SetItem steals `int`.
         if unsafe { ffi::PyList_SetItem(list.as_ptr(), i as ffi::Py_ssize_t, int) } != 0 {
             return Err(PyErr::fetch(py));
         }
     }
-    // SAFETY: made by PyList_New above.
-    Ok(unsafe { list.cast_into_unchecked::<PyList>() })
+    Ok(())
 }
 
 /// Capacity (in ids) up to which a thread keeps its id buffer between calls; a bigger one,
