@@ -22,6 +22,7 @@ and benches/results.png (chart).
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -520,12 +521,18 @@ def _single_core() -> set[int] | None:
     return {max(allowed)} if len(allowed) > 1 else None
 
 
+# The first text encoded after a load, in the load-time measurement.
+LOAD_TEXT = "Hello world"
+
+
 def run_worker(lib: str, workloads_path: str) -> None:
     """Serve one library: JSON requests on stdin, one JSON answer per line on stdout.
 
     Requests: {"op": "load", model, kind, path} -> {"version", "apis": {mode: [api, ...]}} or
     {"skip"}; {"op": "run", model, workload, variant, mode, api} -> {"secs", "cpu", "digests",
-    "ntokens"} or {"error"}. The orchestrator runs the libraries in turn, repetition by repetition,
+    "ntokens"} or {"error"}; {"op": "loadtime", model} -> {"secs"} (a fresh instance from the
+    file, ready: loaded and one first encode of a short text, which runs any lazy build) or
+    {"error"}. The orchestrator runs the libraries in turn, repetition by repetition,
     so that load from other jobs on a shared machine spreads over all of them alike."""
     proto = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # whatever a library prints must not corrupt the protocol
@@ -561,6 +568,17 @@ def run_worker(lib: str, workloads_path: str) -> None:
                 continue
             instances[(req["model"], None)] = (singles, variants)
             answer({"version": ver, "apis": {"single": list(singles), "batch": list(variants)}})
+        elif req["op"] == "loadtime":
+            gc.collect()  # the previous instance's memory is freed outside the timing
+            try:
+                t0 = time.perf_counter()
+                singles, _ = adapter(req["model"])[:2]
+                next(iter(singles.values()))(LOAD_TEXT)
+                secs = time.perf_counter() - t0
+                del singles
+                answer({"secs": secs})
+            except Exception as e:  # noqa: BLE001 - reported, not fatal
+                answer({"error": f"{type(e).__name__}: {e}"[:300]})
         elif req["op"] == "run":
             key = (req["model"], req["mode"], req["api"])
             if key not in instances:
@@ -748,6 +766,16 @@ def run_all(args) -> dict:
                     continue
                 results.append({**rec, "version": r["version"], "loaded": True})
                 active[lib] = r["apis"]
+            # Load time: file to ready for a first encode, each library in turn, a few times.
+            load_secs: dict[str, list[float]] = {lib: [] for lib in active}
+            for _ in range(3 if args.quick else 5):
+                for lib in active:
+                    r = workers[lib].ask(op="loadtime", model=m["key"])
+                    if "secs" in r:
+                        load_secs[lib].append(r["secs"])
+            for lib, secs in load_secs.items():
+                if secs:
+                    results.append({"model": m["key"], "lib": lib, "load_secs": secs})
             for wname, variants in workloads.items():
                 nbytes = [sum(len(t.encode("utf-8")) for t in v) for v in variants]
                 cells = [
@@ -998,7 +1026,54 @@ def render_markdown(run: dict, rows: list[dict]) -> str:
             "Libraries not run: " + "; ".join(f"{k}: {v}" for k, v in meta["skipped"].items())
         )
         out.append("")
-    out.append(targets_section(rows))
+    loads = load_times(run)
+    out.append(load_section(loads, versions))
+    out.append(targets_section(rows, loads))
+    return "\n".join(out)
+
+
+def load_times(run: dict) -> dict:
+    """(model, lib) -> median seconds from file to ready (load + first encode)."""
+    return {
+        (r["model"], r["lib"]): statistics.median(r["load_secs"])
+        for r in run["results"]
+        if r.get("load_secs")
+    }
+
+
+def load_section(loads: dict, versions: dict) -> str:
+    if not loads:
+        return ""
+    libs = [lib for lib in LIB_ORDER if any(k[1] == lib for k in loads)]
+    out = [
+        "### Load time",
+        "",
+        (
+            "Milliseconds from the file to a tokenizer that has encoded one short text "
+            f"({LOAD_TEXT!r}: lazy builds included), median of a few fresh loads per library, "
+            "in turn; in brackets the peer's time ÷ piecework's."
+        ),
+        "",
+        "| model | " + " | ".join(label(lib, versions) for lib in libs) + " |",
+        "|---|" + "---:|" * len(libs),
+    ]
+    for m in MODELS:
+        mk = m["key"]
+        if not any(k[0] == mk for k in loads):
+            continue
+        pw = loads.get((mk, "piecework-sp" if "piecework-sp" in m["libs"] else "piecework"))
+        cells = []
+        for lib in libs:
+            t = loads.get((mk, lib))
+            if t is None:
+                cells.append("–")
+                continue
+            c = f"{t * 1e3:.1f}"
+            if pw and not lib.startswith("piecework"):
+                c += f" (×{t / pw:.2f})"
+            cells.append(c)
+        out.append(f"| {mk} | " + " | ".join(cells) + " |")
+    out.append("")
     return "\n".join(out)
 
 
@@ -1051,7 +1126,7 @@ TARGETS = [
 ]
 
 
-def targets_section(rows: list[dict]) -> str:
+def targets_section(rows: list[dict], loads: dict | None = None) -> str:
     out = [
         "### Targets",
         "",
@@ -1100,6 +1175,14 @@ def targets_section(rows: list[dict]) -> str:
             )
         else:
             out.append(f"| batch ≥1.7× single ({model}) | not measured | | – |")
+    t = (loads or {}).get(("cl100k", "piecework"))
+    if t is None:
+        out.append("| 100k-piece model loads < 100 ms (cl100k) | not measured | | – |")
+    else:
+        out.append(
+            f"| 100k-piece model loads < 100 ms (cl100k) | {t * 1e3:.0f} ms | | "
+            f"{'yes' if t < 0.1 else 'no'} |"
+        )
     out.append("")
     return "\n".join(out)
 

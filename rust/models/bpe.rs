@@ -24,44 +24,97 @@ const CACHE_SHARDS: usize = 16;
 /// Bounded: once a shard is full, new words are computed but no longer stored.
 const CACHE_PER_SHARD: usize = 4096;
 
+const NO_SPAN: (u32, u32) = (u32::MAX, 0);
+
 /// Reverse vocabulary: dense when ids are compact, a map otherwise (ids need not be
 /// contiguous).
 enum IdToToken {
-    Dense(Vec<Option<Box<str>>>),
+    /// Every token in one string (`spans[id]` = its start and end there, `NO_SPAN` when the
+    /// id has none): one allocation for the vocabulary instead of one per token.
+    Dense {
+        text: String,
+        spans: Vec<(u32, u32)>,
+    },
     Sparse(AHashMap<u32, Box<str>>),
 }
 
 impl IdToToken {
-    /// The map, and whether every id has one token only.
+    /// The map, and whether every id has one token only. Several tokens may share an id:
+    /// the smallest string is kept, so the choice is stable. One pass, no sort (a 100k
+    /// vocabulary sorted by id cost ~25M instructions of the load).
     fn build(vocab: &AHashMap<String, u32>) -> (Self, bool) {
         let max = vocab.values().copied().max().unwrap_or(0) as usize;
-        // Several tokens may share an id; keep the smallest string so the choice is stable
-        // (written last). Ordering by id first keeps string comparisons to shared ids.
-        let mut pairs: Vec<(&String, u32)> = vocab.iter().map(|(k, &v)| (k, v)).collect();
-        pairs.sort_unstable_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)));
-        let unique = pairs.windows(2).all(|w| w[0].1 != w[1].1);
-        let map = if max <= vocab.len().saturating_mul(2) + 1024 {
-            let mut v: Vec<Option<Box<str>>> = vec![None; max + 1];
-            for (k, id) in pairs {
-                v[id as usize] = Some(k.as_str().into());
+        let mut unique = true;
+        let total: usize = vocab.keys().map(String::len).sum();
+        let map = if max <= vocab.len().saturating_mul(2) + 1024 && total < u32::MAX as usize {
+            let mut v: Vec<Option<&str>> = vec![None; max + 1];
+            for (k, &id) in vocab {
+                if let Some(slot) = v.get_mut(id as usize) {
+                    match slot {
+                        Some(old) => {
+                            unique = false;
+                            if k.as_str() < *old {
+                                *old = k.as_str();
+                            }
+                        }
+                        None => *slot = Some(k.as_str()),
+                    }
+                }
             }
-            IdToToken::Dense(v)
+            let mut text = String::with_capacity(total);
+            let spans = v
+                .into_iter()
+                .map(|t| match t {
+                    Some(t) => {
+                        let start = text.len() as u32;
+                        text.push_str(t);
+                        (start, text.len() as u32)
+                    }
+                    None => NO_SPAN,
+                })
+                .collect();
+            IdToToken::Dense { text, spans }
         } else {
-            IdToToken::Sparse(
-                pairs
-                    .into_iter()
-                    .map(|(k, id)| (id, k.as_str().into()))
-                    .collect(),
-            )
+            let mut m: AHashMap<u32, Box<str>> = AHashMap::with_capacity(vocab.len());
+            for (k, &id) in vocab {
+                match m.entry(id) {
+                    std::collections::hash_map::Entry::Occupied(mut e) => {
+                        unique = false;
+                        if k.as_str() < &**e.get() {
+                            e.insert(k.as_str().into());
+                        }
+                    }
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(k.as_str().into());
+                    }
+                }
+            }
+            IdToToken::Sparse(m)
         };
         (map, unique)
     }
     fn get(&self, id: u32) -> Option<&str> {
         match self {
-            IdToToken::Dense(v) => v.get(id as usize).and_then(|x| x.as_deref()),
+            IdToToken::Dense { text, spans } => match spans.get(id as usize) {
+                Some(&(start, end)) if (start, end) != NO_SPAN => {
+                    text.get(start as usize..end as usize)
+                }
+                _ => None,
+            },
             IdToToken::Sparse(m) => m.get(&id).map(|x| &**x),
         }
     }
+}
+
+/// The merges as strings, in rank order (`Bpe::merges`, serialization).
+enum MergeList {
+    /// As loaded.
+    Listed(Vec<(String, String)>),
+    /// Not kept at load (a `.tiktoken` file has 567k merges: ~1.1M strings, most of its load
+    /// time): written from the pair map on first use, ordered by rank, then by the length of
+    /// the left token. That is the order `formats::tiktoken` derives them in (tokens by rank,
+    /// each one's splits left to right), where all the splits of a token share its rank.
+    Derived(OnceLock<Vec<(String, String)>>),
 }
 
 /// A bounded cache of merged words. Sharded, and `try_lock` only: under contention a thread
@@ -127,8 +180,8 @@ pub struct Bpe {
     /// load re-ranks the merges right after building, and most models never need it), reset
     /// whenever `merges` changes.
     pairs: OnceLock<Pairs>,
-    /// Ordered (left, right) merge strings, as loaded (for serialization by others).
-    merge_list: Vec<(String, String)>,
+    /// Ordered (left, right) merge strings (for serialization by others).
+    merge_list: MergeList,
     unk_token: Option<String>,
     continuing_subword_prefix: Option<String>,
     end_of_word_suffix: Option<String>,
@@ -623,10 +676,6 @@ impl Bpe {
             // A duplicate pair keeps the later rank, as the reference's map insert does.
             merges.insert(pair_key(a_id, b_id), (rank, new_id));
         }
-        let mut byte_ids = Box::new([None; 256]);
-        for (b, slot) in byte_ids.iter_mut().enumerate() {
-            *slot = vocab.get(&format!("<0x{b:02X}>")).copied();
-        }
         let undecorated = continuing_subword_prefix
             .as_deref()
             .unwrap_or("")
@@ -637,6 +686,59 @@ impl Bpe {
             && !merge_list
                 .iter()
                 .any(|(a, b)| !a.ends_with(META) && b.starts_with(META));
+        Ok(Bpe::assemble(
+            vocab,
+            merges,
+            MergeList::Listed(merge_list),
+            meta_words,
+            continuing_subword_prefix,
+            end_of_word_suffix,
+        ))
+    }
+
+    /// An undecorated model whose merges are given as the pair map itself, ranks included:
+    /// `formats::tiktoken`, which checked every pair and merged id against its vocabulary.
+    /// The merge strings are written only when asked for (see `MergeList::Derived`).
+    pub(crate) fn from_pair_map(
+        vocab: AHashMap<String, u32>,
+        merges: AHashMap<u64, (u32, u32)>,
+    ) -> Self {
+        let mut bpe = Bpe::assemble(
+            vocab,
+            merges,
+            MergeList::Derived(OnceLock::new()),
+            false,
+            None,
+            None,
+        );
+        // As `build` decides it, from the merges' strings (looked up only when `▁` is a
+        // token, which no byte-level vocabulary has).
+        bpe.meta_words = bpe.vocab.contains_key("\u{2581}")
+            && !bpe.merges.keys().any(|&k| {
+                let (a, b) = (bpe.vocab_r.get((k >> 32) as u32), bpe.vocab_r.get(k as u32));
+                !a.unwrap_or("").ends_with(META) && b.unwrap_or("").starts_with(META)
+            });
+        bpe
+    }
+
+    /// The model of a validated vocabulary and merge map.
+    fn assemble(
+        vocab: AHashMap<String, u32>,
+        merges: AHashMap<u64, (u32, u32)>,
+        merge_list: MergeList,
+        meta_words: bool,
+        continuing_subword_prefix: Option<String>,
+        end_of_word_suffix: Option<String>,
+    ) -> Self {
+        let mut byte_ids = Box::new([None; 256]);
+        for (b, slot) in byte_ids.iter_mut().enumerate() {
+            *slot = vocab.get(&format!("<0x{b:02X}>")).copied();
+        }
+        let undecorated = continuing_subword_prefix
+            .as_deref()
+            .unwrap_or("")
+            .is_empty()
+            && end_of_word_suffix.as_deref().unwrap_or("").is_empty();
         let mut syms = Box::new([0u32; 256]);
         let mut all_bytes = undecorated;
         for (b, slot) in syms.iter_mut().enumerate() {
@@ -647,7 +749,7 @@ impl Bpe {
             }
         }
         let (vocab_r, unique_ids) = IdToToken::build(&vocab);
-        Ok(Bpe {
+        Bpe {
             vocab_r,
             unique_ids,
             vocab,
@@ -669,7 +771,7 @@ impl Bpe {
             backtrack: backtrack::Lazy::default(),
             singles: LazySingles::default(),
             char_ids: OnceLock::new(),
-        })
+        }
     }
 
     /// Give every merge the rank of the token it makes, tiktoken's order: the splits of one
@@ -701,7 +803,7 @@ impl Bpe {
             .map(|(k, v)| (k.clone(), Value::from(v)))
             .collect();
         let merges: Vec<Value> = self
-            .merge_list
+            .merges()
             .iter()
             .map(|(a, b)| Value::from(vec![a.as_str(), b.as_str()]))
             .collect();
@@ -719,8 +821,36 @@ impl Bpe {
         })
     }
 
+    /// The pair map, sorted (for tests comparing two constructions).
+    #[cfg(test)]
+    pub(crate) fn pair_map(&self) -> Vec<(u64, (u32, u32))> {
+        let mut v: Vec<_> = self.merges.iter().map(|(&k, &v)| (k, v)).collect();
+        v.sort_unstable();
+        v
+    }
+
     pub fn merges(&self) -> &[(String, String)] {
-        &self.merge_list
+        match &self.merge_list {
+            MergeList::Listed(list) => list,
+            MergeList::Derived(list) => list.get_or_init(|| {
+                let mut order: Vec<(u32, usize, u64)> = self
+                    .merges
+                    .iter()
+                    .map(|(&k, &(rank, _))| {
+                        let left = self.vocab_r.get((k >> 32) as u32).map_or(0, str::len);
+                        (rank, left, k)
+                    })
+                    .collect();
+                order.sort_unstable();
+                order
+                    .into_iter()
+                    .map(|(_, _, k)| {
+                        let token = |id: u64| self.vocab_r.get(id as u32).unwrap_or("").to_owned();
+                        (token(k >> 32), token(k & 0xffff_ffff))
+                    })
+                    .collect()
+            }),
+        }
     }
     pub fn unk_token(&self) -> Option<&str> {
         self.unk_token.as_deref()
@@ -950,7 +1080,7 @@ impl Bpe {
                 "BPE: byte-level ids path used without its table",
             ));
         };
-        let singles = self.single_words(syms);
+        let singles = self.single_words();
         self.with_ids_table(|table| {
             f(&mut ByteLevelWords {
                 bpe: self,
@@ -963,39 +1093,41 @@ impl Bpe {
 
     /// Under `ignore_merges` (tiktoken's files), the table of byte-level words of at most
     /// `ids_cache::MAX_WORD` bytes whose ids are one token: every vocabulary string of
-    /// byte-level characters that short, with the ids that `byte_level_merge` itself gives it,
-    /// kept when they are one id. Exact by construction: an entry is the result of the very
-    /// path it stands in for, on the model as it is used (built on first use; the setters that
-    /// change merge results start it afresh). Without `ignore_merges` there is none: building
-    /// it would merge every token, more than a few megabytes of new text cost to merge.
-    fn single_words(&self, syms: &[u32; 256]) -> Option<&ids_cache::Singles> {
+    /// byte-level characters that short, with its id. That is what `byte_level_merge` gives
+    /// such a word: under `ignore_merges` it looks the word's byte-level string up in the
+    /// vocabulary first, and that string is the vocabulary string itself (`char_to_byte` and
+    /// `byte_to_char` are inverse), so the entry stands exactly for the path it replaces
+    /// (built on first use; the setters that change merge results start it afresh). Without
+    /// `ignore_merges` there is none: building it would merge every token, more than a few
+    /// megabytes of new text cost to merge.
+    fn single_words(&self) -> Option<&ids_cache::Singles> {
         if !self.ignore_merges {
             return None;
         }
         self.singles.get_or_build(|| {
-            let (mut word, mut buf) = (Word::default(), String::new());
-            let mut out = Vec::new();
+            // `char_to_byte` of the characters below U+0144 (the byte-level ones), at hand.
+            let mut to_byte = [None; 0x144];
+            for (c, slot) in (0u32..).zip(to_byte.iter_mut()) {
+                *slot = char::from_u32(c).and_then(crate::byte_level::char_to_byte);
+            }
             // The words one after another in `bytes`, (end, id) each.
             let (mut bytes, mut ends) = (Vec::new(), Vec::new());
-            for s in self.vocab.keys() {
+            'words: for (s, &id) in &self.vocab {
                 // Byte-level characters take at most two bytes each.
                 if s.is_empty() || s.len() > 2 * ids_cache::MAX_WORD {
                     continue;
                 }
                 let start = bytes.len();
-                bytes.extend(s.chars().map_while(crate::byte_level::char_to_byte));
-                let raw = bytes.get(start..).unwrap_or_default();
-                if raw.len() != s.chars().count() || raw.len() > ids_cache::MAX_WORD {
-                    bytes.truncate(start);
-                    continue;
+                for c in s.chars() {
+                    match to_byte.get(c as usize).copied().flatten() {
+                        Some(b) if bytes.len() - start < ids_cache::MAX_WORD => bytes.push(b),
+                        _ => {
+                            bytes.truncate(start);
+                            continue 'words;
+                        }
+                    }
                 }
-                out.clear();
-                word.clear();
-                let r = self.byte_level_merge(syms, raw, &mut word, &mut buf, &mut out, false);
-                match (r, out.as_slice()) {
-                    (Ok(()), [id]) => ends.push((bytes.len(), *id)),
-                    _ => bytes.truncate(start),
-                }
+                ends.push((bytes.len(), id));
             }
             let mut start = 0;
             let words = ends.iter().map(|&(end, id)| {
@@ -2098,7 +2230,7 @@ mod tests {
         for (name, m) in &models {
             assert!(m.has_byte_level_ids());
             let syms = m.byte_level_syms.as_deref().unwrap();
-            let singles = m.single_words(syms);
+            let singles = m.single_words();
             assert_eq!(singles.is_some(), m.ignore_merges);
             let mut singles_hit = 0;
             for (i, raw) in byte_level_words(m, 0xB17E_1E5E_1D5C_0001, 6000)
