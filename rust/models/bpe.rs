@@ -7,7 +7,6 @@ pub(crate) mod backtrack;
 mod chars;
 pub mod engine;
 pub(crate) mod ids_cache;
-mod ranked;
 
 use super::{Model, Token};
 use crate::error::{Error, Result};
@@ -833,28 +832,6 @@ impl Bpe {
         ok
     }
 
-    /// The ids of a long byte-level word of symbols `ids` by rank buckets (see `ranked`),
-    /// appended to `out`; false (nothing appended) when they do not apply: ids shared by
-    /// tokens, or a model found not monotone.
-    fn ranked_ids(
-        &self,
-        ids: impl Iterator<Item = u32>,
-        word: &mut Word,
-        out: &mut Vec<u32>,
-    ) -> bool {
-        if !self.unique_ids {
-            return false;
-        }
-        let pairs = self.pairs();
-        let mut rq = std::mem::take(&mut word.ranked);
-        let ok = rq.merge(ids, self.uid, |a, b| self.lookup_table(pairs, a, b));
-        if ok {
-            out.extend(rq.tokens().map(|(id, _, _)| id));
-        }
-        word.ranked = rq;
-        ok
-    }
-
     /// The initial symbols of `w` (one per character, decorated), then the merges.
     /// A character with no token: it joins the pending unknown run `unk` (fused) or flushes
     /// it and starts its own; without an unk token it is dropped (the run stays as it is).
@@ -1048,12 +1025,10 @@ impl Bpe {
             self.merge_array(raw, |b| syms[b as usize], out);
             return Ok(());
         }
-        let long = raw.len() >= BACKTRACK_MIN;
-        let buckets = long && !ranked::repetitive(raw);
-        if check_vocab || (long && !buckets) {
+        if check_vocab || raw.len() >= BACKTRACK_MIN {
             // The byte-level string: its characters are the symbols merged here.
             buf.clear();
-            if long {
+            if raw.len() >= BACKTRACK_MIN {
                 push_byte_level(raw, buf);
             } else {
                 // Short words: the plain loop has less set-up.
@@ -1067,20 +1042,7 @@ impl Bpe {
                 return Ok(());
             }
         }
-        if long {
-            // A long word that does not repeat itself merges by rank buckets, with no build
-            // and fewer instructions than the backtracker on random letters (which asks a pair
-            // test and two trie steps per byte); a repetitive one backtracks (its pair memo
-            // answers most pair tests, where the buckets pay a queued candidate per merge).
-            if buckets {
-                if self.ranked_ids(raw.iter().map(|&b| syms[b as usize]), word, out) {
-                    return Ok(());
-                }
-                if !check_vocab {
-                    buf.clear();
-                    push_byte_level(raw, buf);
-                }
-            }
+        if raw.len() >= BACKTRACK_MIN {
             if self.backtrack_ids(buf.as_bytes(), word, out) {
                 return Ok(());
             }
@@ -2175,11 +2137,10 @@ mod tests {
         }
     }
 
-    /// Long words (past `BACKTRACK_MIN`: the rank buckets', or for a repetitive word the
-    /// backtracker's, ids straight to the output) through the byte-level ids path against the
-    /// plain heap merge, on the real gpt2 and cl100k models: random letters, digits, mixed
-    /// case, ASCII with high bytes and spaces mixed in, and one repeated byte; appended to ids
-    /// already there. The rank buckets alone are checked against it too.
+    /// Long words (past `BACKTRACK_MIN`: ASCII runs copied whole, the backtracker's ids
+    /// straight to the output) through the byte-level ids path against the plain heap merge,
+    /// on the real gpt2 and cl100k models: random letters, digits, mixed case, ASCII with
+    /// high bytes and spaces mixed in, and one repeated byte; appended to ids already there.
     #[test]
     fn byte_level_long_words_match_plain_merge_on_real_models() {
         let dir = crate::test_data_dir();
@@ -2227,15 +2188,6 @@ mod tests {
                 let mut got = vec![7];
                 m.byte_level_ids(&raw, &mut got).unwrap();
                 assert_eq!(got, want, "{name} word {i}");
-                // The rank buckets take every word but the repeated byte, and on their own
-                // give the same ids.
-                let buckets = !ranked::repetitive(&raw);
-                assert_eq!(buckets, i % 5 != 4, "{name} word {i}");
-                let mut rq = ranked::Ranked::default();
-                let ids = raw.iter().map(|&b| syms[b as usize]);
-                assert!(rq.merge(ids, m.uid, map), "{name} word {i}");
-                let got: Vec<u32> = rq.tokens().map(|(id, _, _)| id).collect();
-                assert_eq!(got, want[1..], "{name} word {i}");
             }
         }
     }

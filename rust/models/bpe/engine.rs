@@ -34,8 +34,6 @@ pub struct Word {
     ranks: RankQueue,
     /// Scratch space of the backtracking encoder (long words).
     pub bt: super::backtrack::State,
-    /// Scratch space of the rank-bucket merge (long words).
-    pub ranked: super::ranked::Ranked,
 }
 
 /// Words with at least this many symbols queue their candidates by rank.
@@ -178,7 +176,6 @@ impl Word {
             self.cands = Vec::new();
         }
         self.bt.trim();
-        self.ranked.trim();
     }
 
     /// Merge `right` (at `next_pos`) into `cur` (at `pos`) as `new_id`, relinking the list.
