@@ -15,6 +15,11 @@ use crate::normalizers::Normalizer;
 use crate::pre_tokenizers::PreTokenizer;
 use crate::processors::PostProcessor;
 use crate::sentencepiece::{SentencePiece, SpmOptions};
+
+/// Results of `Tokenizer::encode_batch_flat_fed`'s tasks: flat ids, and per piece the end
+/// of its ids, whether it is a whole text, whether it ends its text.
+#[cfg(feature = "python")]
+pub(crate) type FedRows<E> = crate::parallel::Fed<(Vec<u32>, Vec<(usize, bool, bool)>), E>;
 use crate::text::{ByteToCharOffsets, PreTokenizedString};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -436,6 +441,134 @@ impl Tokenizer {
             ids.extend_from_slice(&part);
             ends.extend(part_ends.into_iter().map(|e| base + e));
         }
+        Ok((ids, ends))
+    }
+
+    /// `encode_batch_flat` of `n` texts that are read one by one on the calling thread
+    /// (`text(i)`, in order; an error ends the batch and is returned): the pool encodes the
+    /// texts read so far while the rest are still read. The same ids: a text of twice the
+    /// plan's piece size (`crate::cuts::target` of `size_hint`, an estimate of the batch's
+    /// bytes) or more is cut where the pipeline allows (as in `batch_plan`), the other texts
+    /// go in chunks. The results are joined on this thread, in order, once all are back;
+    /// `wait` is called around the wait for the pool (the hook to release the GIL).
+    #[cfg(feature = "python")]
+    pub(crate) fn encode_batch_flat_fed<'a, E: Send>(
+        &self,
+        n: usize,
+        size_hint: usize,
+        mut text: impl FnMut(usize) -> std::result::Result<&'a str, E>,
+        wait: impl FnMut(&(dyn Fn() -> FedRows<E> + Sync)) -> FedRows<E>,
+        add_special_tokens: bool,
+        err: impl Fn(Error) -> E + Sync,
+    ) -> std::result::Result<(Vec<u32>, Vec<usize>), E> {
+        use crate::cuts::Piece;
+        let threads = crate::parallel::num_threads();
+        let rule = match &*self.core {
+            Backend::Json(c) => c.cuts_at_newlines.clone(),
+            Backend::Sp(sp) if sp.newline_cuts_exact() => Some(crate::cuts::Rule::any()),
+            Backend::Sp(_) => None,
+        };
+        let target = crate::cuts::target(size_hint, threads);
+        // Whole texts go in chunks of as many texts as `encode_batch_flat` takes, or fewer
+        // when they reach a piece's size.
+        let chunk_len = (n / (threads * 16)).clamp(1, 256);
+        let plain = self.ids_unprocessed(add_special_tokens);
+        // A task: pieces in batch order, each marked when it is the last of its text.
+        let produce = |spawn: &mut dyn FnMut(Vec<(Piece<'a>, bool)>)| {
+            let mut chunk = Vec::with_capacity(chunk_len);
+            let mut chunk_bytes = 0usize;
+            let mut starts = Vec::new();
+            for i in 0..n {
+                let t = text(i)?;
+                starts.clear();
+                if let Some(rule) = rule.as_ref().filter(|_| t.len() >= 2 * target) {
+                    crate::cuts::cut_points(t, target, rule, &mut starts);
+                }
+                if starts.is_empty() {
+                    chunk.push((
+                        Piece {
+                            text: t,
+                            whole: true,
+                            first: true,
+                        },
+                        true,
+                    ));
+                    chunk_bytes += t.len();
+                    if chunk.len() >= chunk_len || chunk_bytes >= target {
+                        spawn(std::mem::replace(&mut chunk, Vec::with_capacity(chunk_len)));
+                        chunk_bytes = 0;
+                    }
+                    continue;
+                }
+                if !chunk.is_empty() {
+                    spawn(std::mem::take(&mut chunk));
+                    chunk_bytes = 0;
+                }
+                let mut from = 0;
+                for (k, &s) in starts.iter().chain(std::iter::once(&t.len())).enumerate() {
+                    // Cut points are char boundaries (after a `\n`), increasing, inside `t`.
+                    if let Some(p) = t.get(from..s) {
+                        let piece = Piece {
+                            text: p,
+                            whole: false,
+                            first: from == 0,
+                        };
+                        spawn(vec![(piece, k == starts.len())]);
+                    }
+                    from = s;
+                }
+            }
+            if !chunk.is_empty() {
+                spawn(chunk);
+            }
+            Ok(())
+        };
+        let one = |task: Vec<(Piece<'a>, bool)>| {
+            let bytes: usize = task.iter().map(|(p, _)| p.text.len()).sum();
+            // Room for one id per 2 bytes, as in `encode_batch_flat`.
+            let mut ids = Vec::with_capacity(bytes.min(1 << 24) / 2 + 16);
+            let mut ends = Vec::with_capacity(task.len());
+            for (p, last) in task {
+                if p.whole {
+                    self.encode_ids(p.text, add_special_tokens, &mut ids)
+                        .map_err(&err)?;
+                } else {
+                    let v = self
+                        .encode_piece_ids(&p, add_special_tokens)
+                        .map_err(&err)?;
+                    ids.extend_from_slice(&v);
+                }
+                ends.push((ids.len(), p.whole, last));
+            }
+            Ok((ids, ends))
+        };
+        let mut ids: Vec<u32> = Vec::with_capacity(size_hint.min(1 << 26) / 3 + 16);
+        let mut ends = Vec::with_capacity(n);
+        // The ids of a cut text so far, when it needs post-processing once joined.
+        let mut joined: Vec<u32> = Vec::new();
+        let take = |(part, part_ends): (Vec<u32>, Vec<(usize, bool, bool)>)| {
+            let mut from = 0;
+            for (end, whole, last) in part_ends {
+                let row = part.get(from..end).unwrap_or_default();
+                from = end;
+                if whole || plain {
+                    ids.extend_from_slice(row);
+                } else {
+                    joined.extend_from_slice(row);
+                    if last {
+                        self.process_ids(0, add_special_tokens, &mut joined)
+                            .map_err(&err)?;
+                        ids.extend_from_slice(&joined);
+                        joined.clear();
+                    }
+                }
+                if last {
+                    ends.push(ids.len());
+                }
+            }
+            Ok(())
+        };
+        crate::parallel::map_fed(produce, one, wait, take)?;
         Ok((ids, ends))
     }
 
