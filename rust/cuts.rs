@@ -115,12 +115,6 @@ const PIECES_PER_THREAD: usize = 8;
 /// No piece is cut smaller: below this the pool's hand-over costs more than it balances.
 const MIN_PIECE: usize = 16 * 1024;
 
-/// The piece size aimed at for a batch of `total` bytes on `threads` threads: a text of
-/// twice this or more is cut.
-pub(crate) fn target(total: usize, threads: usize) -> usize {
-    (total / (threads.max(1) * PIECES_PER_THREAD)).max(MIN_PIECE)
-}
-
 /// The batch cut into pieces for `threads` threads, or `None` when no text is long enough to
 /// be worth cutting (the batch then runs text by text, as without a plan).
 pub(crate) fn plan<'a>(texts: &[&'a str], threads: usize, rule: &Rule) -> Option<Plan<'a>> {
@@ -128,7 +122,7 @@ pub(crate) fn plan<'a>(texts: &[&'a str], threads: usize, rule: &Rule) -> Option
         return None;
     }
     let total: usize = texts.iter().map(|t| t.len()).sum();
-    let target = target(total, threads);
+    let target = (total / (threads * PIECES_PER_THREAD)).max(MIN_PIECE);
     if !texts.iter().any(|t| t.len() >= 2 * target) {
         return None;
     }

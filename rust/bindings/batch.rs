@@ -8,94 +8,50 @@ use std::ffi::{c_char, c_void, CStr};
 use std::sync::Arc;
 
 /// The texts of a batch call, read on the calling thread (which holds the GIL) into strong
-/// references to the strings; `text(i)` and `strs` give their UTF-8 (each string's own
-/// buffer, no copy), which those references keep valid while the GIL is released.
+/// references to the strings; `strs` gives their UTF-8 (each string's own buffer, no copy),
+/// which those references keep valid while the GIL is released for the encoding.
 ///
 /// A list or a tuple (not a subclass, which may iterate its own way) is read item by item
-/// through the C API, without iterator objects or per-item wrappers. Any other object goes
-/// through pyo3's `Vec` extraction, so what is accepted and every error stay as they were:
-/// a `str` is refused, a non-`str` item is a `TypeError`, and a string without UTF-8 (a lone
-/// surrogate) is a `UnicodeEncodeError`, the first bad item deciding.
-///
-/// The UTF-8 of a non-ASCII string is made (by CPython, under the GIL) only when asked for,
-/// so that a batch call can hand each text to the pool as soon as it has it
-/// (`Tokenizer::encode_batch_flat_fed`) instead of converting them all first: on
-/// multilingual documents that serial conversion was 13 % of the batch's instructions. The
-/// reading still reports the first bad item: before a non-`str` item's `TypeError`, every
-/// string before it is converted, and the first that fails gives the error instead.
+/// through the C API, without iterator objects or per-item wrappers: this read is serial,
+/// before the pool starts, and on a batch of short lines it was about 7 % of the work. Any
+/// other object goes through pyo3's `Vec` extraction, so what is accepted and every error
+/// stay as they were: a `str` is refused, a non-`str` item is a `TypeError`, and a string
+/// without UTF-8 (a lone surrogate) is a `UnicodeEncodeError`, the first bad item deciding.
 pub(crate) struct BatchTexts<'py> {
-    /// Strong references to the strings: they keep each UTF-8 buffer alive.
+    /// Strong references to the strings: they keep each UTF-8 buffer of `utf8` alive.
     objs: Vec<Bound<'py, PyString>>,
-}
-
-/// The UTF-8 of `s` (made once and cached in the object by CPython).
-#[inline]
-fn utf8_of<'a>(s: &'a Bound<'_, PyString>) -> PyResult<&'a str> {
-    let mut len: ffi::Py_ssize_t = 0;
-    // SAFETY: `s` is a live `str`; the call makes (once) and caches its UTF-8 in the
-    // object, valid as long as the object lives, or sets an exception and gives NULL.
-    let p = unsafe { ffi::PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut len) };
-    if p.is_null() {
-        return Err(PyErr::fetch(s.py()));
-    }
-    // SAFETY: the buffer is the valid UTF-8 CPython made for `s`, which the borrow keeps
-    // alive; a string is immutable, so the buffer does not change either.
-    Ok(unsafe {
-        std::str::from_utf8_unchecked(std::slice::from_raw_parts(
-            p.cast::<u8>(),
-            usize::try_from(len).unwrap_or(0),
-        ))
-    })
+    /// Each string's UTF-8 buffer (pointer and length), inside the string object.
+    utf8: Vec<(*const u8, usize)>,
 }
 
 impl<'py> BatchTexts<'py> {
-    /// Keep `item` (a new strong reference), which must be a `str`. A non-`str` item is an
-    /// error, unless a string before it has no UTF-8: then that string's error (the first
-    /// bad item decides).
+    /// Keep `item` (a new strong reference), which must be a `str`, and its UTF-8.
     #[inline]
     fn push(&mut self, item: Bound<'py, PyAny>) -> PyResult<()> {
-        match item.downcast_into::<PyString>() {
-            Ok(s) => {
-                self.objs.push(s);
-                Ok(())
-            }
-            Err(e) => {
-                for s in &self.objs {
-                    utf8_of(s)?;
-                }
-                Err(e.into())
-            }
+        let s = item.downcast_into::<PyString>()?;
+        let mut len: ffi::Py_ssize_t = 0;
+        // SAFETY: `s` is a live `str`; the call makes (once) and caches its UTF-8 in the
+        // object, valid as long as the object lives, or sets an exception and gives NULL.
+        let p = unsafe { ffi::PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut len) };
+        if p.is_null() {
+            return Err(PyErr::fetch(s.py()));
         }
+        self.utf8
+            .push((p.cast::<u8>(), usize::try_from(len).unwrap_or(0)));
+        self.objs.push(s);
+        Ok(())
     }
 
-    /// How many texts.
-    pub(crate) fn len(&self) -> usize {
-        self.objs.len()
-    }
-
-    /// The texts' length in characters: a lower bound of their UTF-8 bytes, known without
-    /// converting them.
-    pub(crate) fn chars(&self) -> usize {
-        self.objs
+    /// Each text's UTF-8, in order, borrowed for as long as `self` holds the strings.
+    pub(crate) fn strs(&self) -> Vec<&str> {
+        self.utf8
             .iter()
-            // SAFETY: each object is a live `str`; the call cannot fail on one.
-            .map(|s| usize::try_from(unsafe { ffi::PyUnicode_GetLength(s.as_ptr()) }).unwrap_or(0))
-            .sum()
-    }
-
-    /// Text `i`'s UTF-8, borrowed for as long as `self` holds the strings.
-    pub(crate) fn text(&self, i: usize) -> PyResult<&str> {
-        match self.objs.get(i) {
-            Some(s) => utf8_of(s),
-            None => Err(pyo3::exceptions::PyIndexError::new_err(
-                "text index out of range",
-            )),
-        }
-    }
-
-    /// Each text's UTF-8, in order (the first string without UTF-8 is the error).
-    pub(crate) fn strs(&self) -> PyResult<Vec<&str>> {
-        self.objs.iter().map(utf8_of).collect()
+            // SAFETY: each buffer is the valid UTF-8 CPython made for a string `objs` holds
+            // a strong reference to (so it is neither freed nor changed while `self` lives).
+            .map(|&(p, n)| unsafe {
+                std::str::from_utf8_unchecked(std::slice::from_raw_parts(p, n))
+            })
+            .collect()
     }
 }
 
@@ -104,6 +60,7 @@ impl<'py> FromPyObject<'py> for BatchTexts<'py> {
         let py = ob.py();
         let with = |n: usize| BatchTexts {
             objs: Vec::with_capacity(n),
+            utf8: Vec::with_capacity(n),
         };
         if let Ok(list) = ob.downcast_exact::<PyList>() {
             let n = list.len();

@@ -479,7 +479,7 @@ impl PyTokenizer {
         add_special_tokens: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let tok = self.snapshot()?;
-        let refs = texts.strs()?;
+        let refs = texts.strs();
         if let Some(plan) = tok.batch_plan(&refs) {
             // A few long texts: their pieces spread over the threads.
             return plan_lists_streamed(
@@ -511,20 +511,7 @@ impl PyTokenizer {
         add_special_tokens: bool,
     ) -> PyResult<super::batch::TokenBatch> {
         let tok = self.snapshot()?;
-        let (n, chars) = (texts.len(), texts.chars());
-        if !crate::parallel::worth_pool(n, chars) {
-            let (ids, ends) = flat_ids(py, &tok, &texts.strs()?, add_special_tokens)?;
-            return Ok(super::batch::TokenBatch::from_flat(ids, &ends));
-        }
-        // Each text goes to the pool as soon as its UTF-8 is read (under the GIL, here).
-        let (ids, ends) = tok.encode_batch_flat_fed(
-            n,
-            chars,
-            |i| texts.text(i),
-            |next| py.detach(next),
-            add_special_tokens,
-            to_py_err,
-        )?;
+        let (ids, ends) = flat_ids(py, &tok, &texts.strs(), add_special_tokens)?;
         Ok(super::batch::TokenBatch::from_flat(ids, &ends))
     }
 
@@ -537,7 +524,7 @@ impl PyTokenizer {
         add_special_tokens: bool,
     ) -> PyResult<Vec<usize>> {
         let tok = self.snapshot()?;
-        let (_, ends) = flat_ids(py, &tok, &texts.strs()?, add_special_tokens)?;
+        let (_, ends) = flat_ids(py, &tok, &texts.strs(), add_special_tokens)?;
         let mut from = 0;
         Ok(ends
             .iter()
