@@ -106,6 +106,25 @@ def test_generated_documents_match_the_oracle(lines: list[str], seed: int) -> No
         ours, ref = _PAIRS.get(name) or _PAIRS.setdefault(name, _pair(name))
         want = [e.ids for e in ref.encode_batch(docs)]
         assert ours.encode_batch_ids(docs) == want, name
+        assert ours.encode_batch_flat(docs).to_list() == want, name
+
+
+@pytest.mark.parametrize("name", ["bert-base-uncased", "t5-small", "codellama"])
+def test_mixed_batches_match_the_oracle(name: str) -> None:
+    """Long documents among many lines, in several orders: `encode_batch_flat` hands each
+    text to the pool as soon as it has read it (lines in chunks, documents in pieces) and
+    joins the results in order."""
+    ours, ref = _pair(name)
+    lines = _lines()
+    docs = _docs(lines, _specials(ours), seed=3, n=2)
+    rng = random.Random(5)
+    mixed = rng.sample(lines, 300) + docs
+    rng.shuffle(mixed)
+    for batch in (mixed, docs + lines[:50], lines[:50] + docs, docs[:1] * 9):
+        for special in (True, False):
+            want = [e.ids for e in ref.encode_batch(batch, add_special_tokens=special)]
+            got = ours.encode_batch_flat(batch, add_special_tokens=special).to_list()
+            assert got == want, (name, special)
 
 
 _PAIRS: dict[str, tuple] = {}
