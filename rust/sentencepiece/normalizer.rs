@@ -667,29 +667,25 @@ impl SpNormalizer {
             WORD_COPY_BEFORE_ASCII if alone_at(i + 1) => Some(1),
             WORD_SPACE => Some(0),
             WORD_SPACE_BEFORE_ASCII if alone_at(i + 1) => Some(0),
-            WORD_LEAD => match bmp_code_point(rest) {
-                // (A literal `▁` ends a word: the general step splits there.)
-                Some(cp) if cp != 0x2581 => {
-                    let plain = self
-                        .bmp_plain
-                        .get(cp as usize >> 6)
-                        .is_some_and(|w| (w >> (cp & 63)) & 1 == 1);
-                    // A character that only begins longer rules (NFKC's letter +
-                    // combining mark) is plain where none of them matches: with no
-                    // rule (and no user-defined piece) there, `normalize_prefix`
-                    // gives the character itself.
-                    let mut rule = false;
-                    if !plain {
-                        self.charsmap.common_prefix_search(rest, |_, _| rule = true);
-                    }
-                    match (rule, cp < 0x800) {
-                        (true, _) => None,
-                        (false, true) => Some(2),
-                        (false, false) => Some(3),
-                    }
+            WORD_LEAD => self.plain_lead_len(rest).map(|n| {
+                // The characters after it that are copied the same way are taken here: the
+                // loop would bring each to this arm (its two tests fail on `WORD_LEAD`), and
+                // the arm decides from the character and what follows alone, so the result
+                // is the same without a call and a return per character.
+                let class = &self.word_class[..];
+                let mut j = i + n;
+                while let Some(m) = bytes
+                    .get(j..)
+                    .filter(|r| {
+                        r.first()
+                            .is_some_and(|&b| class.get(usize::from(b)) == Some(&WORD_LEAD))
+                    })
+                    .and_then(|r| self.plain_lead_len(r))
+                {
+                    j += m;
                 }
-                _ => None,
-            },
+                j - i
+            }),
             _ => None,
         };
         match n {
@@ -709,6 +705,34 @@ impl SpNormalizer {
                 // handles it.)
                 _ => None,
             },
+        }
+    }
+
+    /// The length of the 2- or 3-byte character at the start of `rest` (a `WORD_LEAD` byte)
+    /// when it is its own normalization there, else `None` (the general step takes it).
+    #[inline(always)]
+    fn plain_lead_len(&self, rest: &[u8]) -> Option<usize> {
+        match bmp_code_point(rest) {
+            // (A literal `▁` ends a word: the general step splits there.)
+            Some(cp) if cp != 0x2581 => {
+                let plain = self
+                    .bmp_plain
+                    .get(cp as usize >> 6)
+                    .is_some_and(|w| (w >> (cp & 63)) & 1 == 1);
+                // A character that only begins longer rules (NFKC's letter + combining
+                // mark) is plain where none of them matches: with no rule (and no
+                // user-defined piece) there, `normalize_prefix` gives the character itself.
+                let mut rule = false;
+                if !plain {
+                    self.charsmap.common_prefix_search(rest, |_, _| rule = true);
+                }
+                match (rule, cp < 0x800) {
+                    (true, _) => None,
+                    (false, true) => Some(2),
+                    (false, false) => Some(3),
+                }
+            }
+            _ => None,
         }
     }
 
