@@ -1044,6 +1044,9 @@ def load_times(run: dict) -> dict:
 def load_section(loads: dict, versions: dict) -> str:
     if not loads:
         return ""
+    # piecework's two front ends (Tokenizer, SentencePieceProcessor) never load the same
+    # model here: one column.
+    loads = {(m, "piecework" if lib == "piecework-sp" else lib): t for (m, lib), t in loads.items()}
     libs = [lib for lib in LIB_ORDER if any(k[1] == lib for k in loads)]
     out = [
         "### Load time",
@@ -1061,7 +1064,7 @@ def load_section(loads: dict, versions: dict) -> str:
         mk = m["key"]
         if not any(k[0] == mk for k in loads):
             continue
-        pw = loads.get((mk, "piecework-sp" if "piecework-sp" in m["libs"] else "piecework"))
+        pw = loads.get((mk, "piecework"))
         cells = []
         for lib in libs:
             t = loads.get((mk, lib))
@@ -1310,7 +1313,13 @@ def main() -> None:
     md = render_markdown(run, rows)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps({"meta": run["meta"], "rows": rows}, indent=1))
+    loads = [
+        {"model": m, "lib": lib, "load_ms": round(t * 1e3, 2)}
+        for (m, lib), t in load_times(run).items()
+    ]
+    (out / "results.json").write_text(
+        json.dumps({"meta": run["meta"], "rows": rows, "loads": loads}, indent=1)
+    )
     pys = [p for p in (str(PEER_VENV / "bin" / "python"), sys.executable) if Path(p).exists()]
     note = render_chart(rows, out / "results.png", pys)
     if note:
