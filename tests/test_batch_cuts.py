@@ -111,9 +111,8 @@ def test_generated_documents_match_the_oracle(lines: list[str], seed: int) -> No
 
 @pytest.mark.parametrize("name", ["bert-base-uncased", "t5-small", "codellama"])
 def test_mixed_batches_match_the_oracle(name: str) -> None:
-    """Long documents among many lines, in several orders: `encode_batch_flat` hands each
-    text to the pool as soon as it has read it (lines in chunks, documents in pieces) and
-    joins the results in order."""
+    """Long documents among many lines, in several orders: `encode_batch_flat` sends lines
+    to the pool in chunks and documents in pieces, and must join the results in order."""
     ours, ref = _pair(name)
     lines = _lines()
     docs = _docs(lines, _specials(ours), seed=3, n=2)

@@ -120,8 +120,8 @@ def test_batch_input_errors(tok: piecework.Tokenizer, form) -> None:
         bad = ["ok", "\ud800", 3] if form is not _Texts else [3, "\ud800", "ok"]
         with pytest.raises(UnicodeEncodeError):
             call(form(bad), True)
-        # The same in a batch for the pool, whose first texts are encoded while the rest
-        # are still read: the error comes back, with nothing of the batch.
+        # The same in a batch big enough for the pool: the error comes back, with nothing
+        # of the batch.
         big = ["é word\n" * 3000] * 4 + ["x", "\ud800"] + ["word\nword "] * 20 + [3]
         with pytest.raises(UnicodeEncodeError):
             call(form(big if form is not _Texts else big[::-1]), True)
