@@ -179,6 +179,96 @@ pub(crate) fn join_rows(mut rows: impl Iterator<Item = Vec<u32>>) -> (Vec<u32>, 
     (ids, cut)
 }
 
+/// The rows of a plan's pieces, in piece order, made across the pool (handed out longest
+/// first).
+pub(crate) fn plan_rows<E: Send>(
+    plan: &Plan<'_>,
+    piece: impl Fn(&Piece<'_>) -> Result<Vec<u32>, E> + Sync,
+) -> Result<Vec<Vec<u32>>, E> {
+    let order = plan.longest_first();
+    let one = |&i: &usize| match plan.pieces.get(i) {
+        Some(p) => piece(p),
+        None => Ok(Vec::new()),
+    };
+    let done = crate::parallel::map_in_turn(&order, one)?;
+    let mut rows: Vec<Vec<u32>> = vec![Vec::new(); plan.pieces.len()];
+    for (i, r) in order.into_iter().zip(done) {
+        if let Some(slot) = rows.get_mut(i) {
+            *slot = r;
+        }
+    }
+    Ok(rows)
+}
+
+/// How a batch is encoded into one flat buffer (`flat_ids`), for one front end.
+pub(crate) trait FlatEncode: Sync {
+    type Error: Send;
+    /// Append the ids of a whole text (options applied) to `out`.
+    fn append(&self, text: &str, out: &mut Vec<u32>) -> Result<(), Self::Error>;
+    /// The ids of a plan's piece: a whole text's with the options applied, a cut text's
+    /// piece's bare.
+    fn piece(&self, p: &Piece<'_>) -> Result<Vec<u32>, Self::Error>;
+    /// Whether the ids of a cut text are its pieces' ids one after the other (no options to
+    /// apply to the joined text).
+    fn plain(&self) -> bool;
+    /// A cut text's ids from its pieces' rows, in order (joined, the options applied).
+    fn finish(&self, rows: &mut dyn Iterator<Item = Vec<u32>>) -> Result<Vec<u32>, Self::Error>;
+}
+
+/// The ids of `texts` across the pool as one flat buffer, with the end of each text's row in
+/// it. With a `plan`, its pieces run across the pool and their rows go straight into the
+/// buffer (one copy, on this thread); else the texts go in chunks, each chunk's ids in one
+/// buffer.
+pub(crate) fn flat_ids<F: FlatEncode>(
+    enc: &F,
+    texts: &[&str],
+    plan: Option<&Plan<'_>>,
+) -> Result<(Vec<u32>, Vec<usize>), F::Error> {
+    if let Some(plan) = plan {
+        let rows = plan_rows(plan, |p| enc.piece(p))?;
+        let plain = enc.plain();
+        let mut ids = Vec::with_capacity(rows.iter().map(Vec::len).sum::<usize>() + 16);
+        let mut ends = Vec::with_capacity(texts.len());
+        let mut rows = rows.into_iter();
+        for n in plan.piece_counts() {
+            if plain || n <= 1 {
+                for r in rows.by_ref().take(n) {
+                    ids.extend_from_slice(&r);
+                }
+            } else {
+                ids.extend_from_slice(&enc.finish(&mut rows.by_ref().take(n))?);
+            }
+            ends.push(ids.len());
+        }
+        return Ok((ids, ends));
+    }
+    // As many chunks as `map_batch_streamed` makes: enough to balance, few enough that the
+    // per-chunk costs vanish.
+    let len = (texts.len() / (crate::parallel::num_threads() * 16)).clamp(1, 256);
+    let chunks: Vec<&[&str]> = texts.chunks(len).collect();
+    let bytes = |c: &&[&str]| c.iter().map(|t| t.len()).sum::<usize>();
+    let one = |c: &&[&str]| {
+        // Room for one id per 2 bytes: code and multilingual chunks often have more than one
+        // per 3, and a regrowth copies the whole chunk; the join copies it once more.
+        let mut ids = Vec::with_capacity(bytes(c).min(1 << 24) / 2 + 16);
+        let mut ends = Vec::with_capacity(c.len());
+        for t in c.iter() {
+            enc.append(t, &mut ids)?;
+            ends.push(ids.len());
+        }
+        Ok::<_, F::Error>((ids, ends))
+    };
+    let parts = crate::parallel::map_batch(&chunks, bytes, one)?;
+    let mut ids = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
+    let mut ends = Vec::with_capacity(texts.len());
+    for (part, part_ends) in parts {
+        let base = ids.len();
+        ids.extend_from_slice(&part);
+        ends.extend(part_ends.into_iter().map(|e| base + e));
+    }
+    Ok((ids, ends))
+}
+
 impl Plan<'_> {
     /// Bytes of piece `i` (0 when there is none).
     pub(crate) fn piece_len(&self, i: usize) -> usize {

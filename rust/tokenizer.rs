@@ -391,52 +391,8 @@ impl Tokenizer {
         texts: &[&str],
         add_special_tokens: bool,
     ) -> Result<(Vec<u32>, Vec<usize>)> {
-        if let Some(plan) = self.batch_plan(texts) {
-            // The pieces' rows go straight into the flat buffer (one copy, on this thread,
-            // after the pool); only a cut text that needs post-processing is joined first.
-            let rows = self.plan_piece_rows(&plan, add_special_tokens)?;
-            let plain = self.ids_unprocessed(add_special_tokens);
-            let mut ids = Vec::with_capacity(rows.iter().map(Vec::len).sum::<usize>() + 16);
-            let mut ends = Vec::with_capacity(texts.len());
-            let mut rows = rows.into_iter();
-            for n in plan.piece_counts() {
-                if plain || n <= 1 {
-                    for r in rows.by_ref().take(n) {
-                        ids.extend_from_slice(&r);
-                    }
-                } else {
-                    let row = self.finish_plan_row(rows.by_ref().take(n), add_special_tokens)?;
-                    ids.extend_from_slice(&row);
-                }
-                ends.push(ids.len());
-            }
-            return Ok((ids, ends));
-        }
-        // As many chunks as `map_batch_streamed` makes: enough to balance, few enough that
-        // the per-chunk costs vanish.
-        let len = (texts.len() / (crate::parallel::num_threads() * 16)).clamp(1, 256);
-        let chunks: Vec<&[&str]> = texts.chunks(len).collect();
-        let bytes = |c: &&[&str]| c.iter().map(|t| t.len()).sum::<usize>();
-        let one = |c: &&[&str]| {
-            // Room for one id per 2 bytes: code and multilingual chunks often have more than
-            // one per 3, and a regrowth copies the whole chunk; the join copies it once more.
-            let mut ids = Vec::with_capacity(bytes(c).min(1 << 24) / 2 + 16);
-            let mut ends = Vec::with_capacity(c.len());
-            for t in c.iter() {
-                self.encode_ids(t, add_special_tokens, &mut ids)?;
-                ends.push(ids.len());
-            }
-            Ok::<_, Error>((ids, ends))
-        };
-        let parts = crate::parallel::map_batch(&chunks, bytes, one)?;
-        let mut ids = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
-        let mut ends = Vec::with_capacity(texts.len());
-        for (part, part_ends) in parts {
-            let base = ids.len();
-            ids.extend_from_slice(&part);
-            ends.extend(part_ends.into_iter().map(|e| base + e));
-        }
-        Ok((ids, ends))
+        let plan = self.batch_plan(texts);
+        crate::cuts::flat_ids(&(self, add_special_tokens), texts, plan.as_ref())
     }
 
     /// The batch with its long texts cut into pieces (`crate::cuts`), when the pipeline allows
@@ -486,27 +442,6 @@ impl Tokenizer {
         Ok(ids)
     }
 
-    /// The rows of a plan's pieces, in piece order, made across threads (longest first).
-    fn plan_piece_rows(
-        &self,
-        plan: &crate::cuts::Plan<'_>,
-        add_special_tokens: bool,
-    ) -> Result<Vec<Vec<u32>>> {
-        let order = plan.longest_first();
-        let one = |&i: &usize| match plan.pieces.get(i) {
-            Some(p) => self.encode_piece_ids(p, add_special_tokens),
-            None => Ok(Vec::new()),
-        };
-        let done = crate::parallel::map_in_turn(&order, one)?;
-        let mut rows: Vec<Vec<u32>> = vec![Vec::new(); plan.pieces.len()];
-        for (i, r) in order.into_iter().zip(done) {
-            if let Some(slot) = rows.get_mut(i) {
-                *slot = r;
-            }
-        }
-        Ok(rows)
-    }
-
     /// `encode_batch_ids` over a plan: the pieces across threads (longest first), then each
     /// cut text's pieces joined and post-processed as one.
     pub(crate) fn encode_plan_ids(
@@ -514,7 +449,9 @@ impl Tokenizer {
         plan: &crate::cuts::Plan<'_>,
         add_special_tokens: bool,
     ) -> Result<Vec<Vec<u32>>> {
-        let mut rows = self.plan_piece_rows(plan, add_special_tokens)?.into_iter();
+        let mut rows =
+            crate::cuts::plan_rows(plan, |p| self.encode_piece_ids(p, add_special_tokens))?
+                .into_iter();
         let mut out = Vec::with_capacity(plan.bounds.len().saturating_sub(1));
         for n in plan.piece_counts() {
             out.push(self.finish_plan_row(rows.by_ref().take(n), add_special_tokens)?);
@@ -675,6 +612,24 @@ impl Tokenizer {
 pub(crate) enum Backend {
     Json(Box<Core>),
     Sp(Box<SentencePiece>),
+}
+
+/// `encode_batch_flat` through `crate::cuts::flat_ids`: the tokenizer and whether special
+/// tokens are added.
+impl crate::cuts::FlatEncode for (&Tokenizer, bool) {
+    type Error = Error;
+    fn append(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        self.0.encode_ids(text, self.1, out)
+    }
+    fn piece(&self, p: &crate::cuts::Piece<'_>) -> Result<Vec<u32>> {
+        self.0.encode_piece_ids(p, self.1)
+    }
+    fn plain(&self) -> bool {
+        self.0.ids_unprocessed(self.1)
+    }
+    fn finish(&self, rows: &mut dyn Iterator<Item = Vec<u32>>) -> Result<Vec<u32>> {
+        self.0.finish_plan_row(rows, self.1)
+    }
 }
 
 impl Backend {

@@ -169,6 +169,12 @@ def test_sentencepiece_long_documents_match_the_oracle(model: str, options: dict
     want = ref.encode(docs, **options)
     assert ours.encode(docs, **options) == want
     assert [ours.encode(d, **options) for d in docs] == want
+    assert ours.encode_batch_ids(docs, **options) == want
+    assert ours.encode_batch_flat(docs, **options).to_list() == want
+    # Documents among many lines: lines go to the pool in chunks, documents in pieces.
+    mixed = rng.sample(lines, 200) + docs
+    rng.shuffle(mixed)
+    assert ours.encode_batch_flat(mixed, **options).to_list() == ref.encode(mixed, **options)
     if not options:
         tok = piecework.Tokenizer.from_file(str(data_path(*model.split("/"))))
         assert tok.encode_batch_ids(docs, add_special_tokens=False) == want
@@ -195,7 +201,9 @@ def test_sentencepiece_generated_documents_match_the_oracle(
         docs.append("".join(body))
     for model in SP_MODELS:
         ours, ref = _sp_pair(model)
-        assert ours.encode(docs) == ref.encode(docs), model
+        want = ref.encode(docs)
+        assert ours.encode(docs) == want, model
+        assert ours.encode_batch_flat(docs).to_list() == want, model
 
 
 @settings(max_examples=10, deadline=None)

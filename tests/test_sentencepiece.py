@@ -358,6 +358,34 @@ def test_encode_options_match() -> None:
         pw2.encode("a", add_bos=True)
 
 
+@pytest.mark.parametrize(
+    "rel", ["spm-test/test_model.model", "llama2/tokenizer.model", "xlnet-base-cased/spiece.model"]
+)
+def test_batch_extensions_match_encode(rel: str) -> None:
+    """`encode_batch_ids` / `encode_batch_flat` (piecework extensions) give what
+    sentencepiece's `encode(list)` gives, with the call's and the constructor's options."""
+    path = need(rel)
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    pw = SentencePieceProcessor(model_file=str(path))
+    texts = CORNERS + corpus_lines(300, seed=4)
+    mixed = texts + [t.encode("utf-8") for t in texts[:20]]
+    for opts in ({}, {"add_bos": True}, {"add_eos": True, "reverse": True}):
+        if (opts.get("add_bos") and sp.bos_id() < 0) or (opts.get("add_eos") and sp.eos_id() < 0):
+            continue
+        want = sp.encode(mixed, **opts)
+        assert pw.encode_batch_ids(mixed, **opts) == want, opts
+        assert pw.encode_batch_flat(mixed, **opts).to_list() == want, opts
+        assert pw.encode_batch_flat(tuple(mixed), **opts).to_list() == want, opts
+        made = SentencePieceProcessor(model_file=str(path), **opts)
+        assert made.encode_batch_flat(mixed).to_list() == want, opts
+    assert pw.encode_batch_flat([]).to_list() == []
+    for bad in (["a", 3], ["a", None]):
+        with pytest.raises(TypeError):
+            sp.encode(bad)
+        with pytest.raises(TypeError):
+            pw.encode_batch_flat(bad)
+
+
 def test_escape_whitespaces_false_matches() -> None:
     """escape_whitespaces=false (no trainer flag sets it): patch a trained model's spec."""
     lines = train_lines(600)

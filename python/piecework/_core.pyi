@@ -230,6 +230,13 @@ class _SentencePiece:
         add_eos: bool = False,
         reverse: bool = False,
     ) -> list[list[int]]: ...
+    def encode_ids_flat(
+        self,
+        texts: Sequence[str],
+        add_bos: bool = False,
+        add_eos: bool = False,
+        reverse: bool = False,
+    ) -> TokenBatch: ...
     def encode_pieces(
         self,
         text: str,

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from ._core import _FastEncode, _SentencePiece
+from .batch import TokenBatch
 
 __all__ = ["SentencePieceProcessor"]
 
@@ -177,6 +179,49 @@ class SentencePieceProcessor:
         """``(ids, pieces, offsets)``; offsets are UTF-8 byte spans of ``input``, as in
         sentencepiece's serialized ``SentencePieceText`` (piecework extension)."""
         return self._core.encode_with_offsets(_text(input))
+
+    # ---- batches for data pipelines (piecework extensions, as on `Tokenizer`) ----
+
+    def _batch_args(
+        self,
+        texts: Sequence[str | bytes],
+        add_bos: bool | None,
+        add_eos: bool | None,
+        reverse: bool | None,
+    ) -> tuple[list[str], bool, bool, bool]:
+        texts = list(texts)
+        if not all(type(t) is str for t in texts):
+            texts = [_text(t) for t in texts]
+        return (
+            texts,  # type: ignore[return-value]  # every item is a str now
+            self._add_bos if add_bos is None else add_bos,
+            self._add_eos if add_eos is None else add_eos,
+            self._reverse if reverse is None else reverse,
+        )
+
+    def encode_batch_ids(
+        self,
+        texts: Sequence[str | bytes],
+        add_bos: bool | None = None,
+        add_eos: bool | None = None,
+        reverse: bool | None = None,
+    ) -> list[list[int]]:
+        """The ids of many texts, encoded in parallel: ``encode(texts, out_type=int)``."""
+        return self._core.encode_ids_batch(*self._batch_args(texts, add_bos, add_eos, reverse))
+
+    def encode_batch_flat(
+        self,
+        texts: Sequence[str | bytes],
+        add_bos: bool | None = None,
+        add_eos: bool | None = None,
+        reverse: bool | None = None,
+    ) -> TokenBatch:
+        """The ids of many texts as one flat buffer plus row splits, encoded in parallel:
+        zero-copy to numpy (`.ids`, `.row_splits`, `.to_numpy()`) and to Arrow
+        (`pyarrow.array(batch)`), as `Tokenizer.encode_batch_flat`."""
+        return TokenBatch(
+            self._core.encode_ids_flat(*self._batch_args(texts, add_bos, add_eos, reverse))
+        )
 
     # ---- decoding ----
 

@@ -2,8 +2,10 @@
 //! Every per-text and per-token step runs here (batches in parallel, without the GIL); the
 //! Python class only dispatches on argument shapes.
 
+use super::batch::{BatchTexts, TokenBatch};
 use super::fastcall::{fast_method, Args, MethodDef};
 use super::{ids_list, ids_lists_streamed, plan_lists_streamed, to_py_err, with_ids_buffer};
+use crate::cuts::FlatEncode;
 use crate::error::Error;
 use crate::parallel::map_batch;
 use crate::sentencepiece::vocab::PieceType;
@@ -47,7 +49,51 @@ impl Extra {
     }
 }
 
+impl Extra {
+    /// Whether `apply` leaves ids as they are.
+    fn none(self) -> bool {
+        !self.reverse && self.bos.is_none() && self.eos.is_none()
+    }
+}
+
+/// `encode_ids_flat` through `crate::cuts::flat_ids`.
+impl crate::cuts::FlatEncode for (&PySentencePiece, Extra) {
+    type Error = Error;
+    fn append(&self, text: &str, out: &mut Vec<u32>) -> Result<(), Error> {
+        let (sp, ex) = *self;
+        if ex.none() {
+            // The model appends; on an error the batch fails, so a partial row is moot.
+            return sp.inner.encode_ids(text, out);
+        }
+        out.extend_from_slice(&sp.ids_one(text, ex)?);
+        Ok(())
+    }
+    fn piece(&self, p: &crate::cuts::Piece<'_>) -> Result<Vec<u32>, Error> {
+        self.0.piece_ids(p, self.1)
+    }
+    fn plain(&self) -> bool {
+        self.1.none()
+    }
+    fn finish(&self, rows: &mut dyn Iterator<Item = Vec<u32>>) -> Result<Vec<u32>, Error> {
+        let (mut ids, cut) = crate::cuts::join_rows(rows);
+        if cut {
+            self.1.apply(&mut ids);
+        }
+        Ok(ids)
+    }
+}
+
 impl PySentencePiece {
+    /// The batch with its long texts cut at newlines (`crate::cuts`), when the model allows
+    /// it and some text is long enough to be worth it.
+    fn plan<'a>(&self, texts: &[&'a str]) -> Option<crate::cuts::Plan<'a>> {
+        if !self.inner.newline_cuts_exact() {
+            return None;
+        }
+        let rule = crate::cuts::Rule::any();
+        crate::cuts::plan(texts, crate::parallel::num_threads(), &rule)
+    }
+
     fn check_id(&self, id: i64) -> PyResult<u32> {
         if id < 0 || id >= self.inner.piece_size() as i64 {
             return Err(out_of_range());
@@ -247,33 +293,39 @@ impl PySentencePiece {
     fn encode_ids_batch<'py>(
         &self,
         py: Python<'py>,
-        texts: Vec<PyBackedStr>,
+        texts: BatchTexts<'py>,
         add_bos: bool,
         add_eos: bool,
         reverse: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let ex = self.extra(add_bos, add_eos, reverse, false)?;
-        if self.inner.newline_cuts_exact() {
-            let refs: Vec<&str> = texts.iter().map(|t| &**t).collect();
-            let rule = crate::cuts::Rule::any();
-            if let Some(plan) = crate::cuts::plan(&refs, crate::parallel::num_threads(), &rule) {
-                // A few long texts: their pieces spread over the threads, the options
-                // applied once to each whole text.
-                return plan_lists_streamed(
-                    py,
-                    &plan,
-                    |p| self.piece_ids(p, ex),
-                    |rows| {
-                        let (mut ids, cut) = crate::cuts::join_rows(rows);
-                        if cut {
-                            ex.apply(&mut ids);
-                        }
-                        Ok(ids)
-                    },
-                );
-            }
+        let refs = texts.strs();
+        if let Some(plan) = self.plan(&refs) {
+            // A few long texts: their pieces spread over the threads, the options applied
+            // once to each whole text.
+            let enc = (self, ex);
+            return plan_lists_streamed(py, &plan, |p| enc.piece(p), |rows| enc.finish(rows));
         }
-        ids_lists_streamed(py, &texts, |t| t.len(), |t| self.ids_one(t, ex))
+        ids_lists_streamed(py, &refs, |t| t.len(), |t| self.ids_one(t, ex))
+    }
+
+    /// The ids of many texts as one flat buffer plus row splits (`TokenBatch`), encoded in
+    /// parallel; the options apply to each text as in `encode_ids_batch`.
+    #[pyo3(signature = (texts, add_bos = false, add_eos = false, reverse = false))]
+    fn encode_ids_flat(
+        &self,
+        py: Python<'_>,
+        texts: BatchTexts<'_>,
+        add_bos: bool,
+        add_eos: bool,
+        reverse: bool,
+    ) -> PyResult<TokenBatch> {
+        let ex = self.extra(add_bos, add_eos, reverse, false)?;
+        let refs = texts.strs();
+        let (ids, ends) = py
+            .detach(|| crate::cuts::flat_ids(&(self, ex), &refs, self.plan(&refs).as_ref()))
+            .map_err(to_py_err)?;
+        Ok(TokenBatch::from_flat(ids, &ends))
     }
 
     #[pyo3(signature = (text, add_bos = false, add_eos = false, reverse = false, emit_unk_piece = false))]

@@ -366,17 +366,7 @@ impl SentencePiece {
             (true, true) => SPACE_SYMBOL,
             (true, false) => " ",
         };
-        NORMALIZED.with(|cell| {
-            let mut normalized = cell.take();
-            let r = n.normalize_text(text, &mut normalized).and_then(|()| {
-                let rest = normalized
-                    .strip_prefix(prefix)
-                    .ok_or_else(|| Error::other("sentencepiece: the dummy prefix is missing"))?;
-                bpe.segment_ids(rest.as_bytes(), out)
-            });
-            cell.set(normalized);
-            r
-        })
+        self.encode_ids_bpe(bpe, text, prefix, out)
     }
 
     /// The reference refuses a model whose stored self-test samples do not encode as stored.
@@ -490,7 +480,7 @@ impl SentencePiece {
     /// Encode `text`, appending only the ids.
     pub fn encode_ids(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
         if let Some(bpe) = &self.bpe {
-            return self.encode_ids_bpe(bpe, text, out);
+            return self.encode_ids_bpe(bpe, text, "", out);
         }
         if self.data.model_type == ModelType::Unigram {
             return self.encode_ids_pieces(text, out);
@@ -631,13 +621,28 @@ impl SentencePiece {
     /// `encode_core` are those ids in order: BPE's `emit` already maps CONTROL symbols to
     /// unk, fuses unknown runs and applies byte fallback, every piece covers its span, so
     /// the token loop only copies ids (`segment_ids` repeats `emit`'s id logic exactly).
-    fn encode_ids_bpe(&self, bpe: &bpe::SpBpe, text: &str, out: &mut Vec<u32>) -> Result<()> {
+    /// The BPE ids of `text`'s normalization without its leading `strip` (the dummy prefix
+    /// of a piece cut from a longer text; `""` for a whole text). The identity normalizer's
+    /// byte path first: a continued piece is as fast as a whole text.
+    fn encode_ids_bpe(
+        &self,
+        bpe: &bpe::SpBpe,
+        text: &str,
+        strip: &str,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        let missing = || Error::other("sentencepiece: the dummy prefix is missing");
         if let Some(r) = NORMALIZED_BYTES.with(|cell| {
             let mut normalized = cell.take();
             let r = self
                 .normalizer
                 .normalize_bytes(text, &mut normalized)
-                .then(|| bpe.segment_ids(&normalized, out));
+                .then(|| {
+                    let rest = normalized
+                        .strip_prefix(strip.as_bytes())
+                        .ok_or_else(missing)?;
+                    bpe.segment_ids(rest, out)
+                });
             cell.set(normalized);
             r
         }) {
@@ -648,7 +653,10 @@ impl SentencePiece {
             let r = self
                 .normalizer
                 .normalize_text(text, &mut normalized)
-                .and_then(|()| bpe.segment_ids(normalized.as_bytes(), out));
+                .and_then(|()| {
+                    let rest = normalized.strip_prefix(strip).ok_or_else(missing)?;
+                    bpe.segment_ids(rest.as_bytes(), out)
+                });
             cell.set(normalized);
             r
         })
