@@ -52,6 +52,19 @@ fn pool() -> Option<Arc<rayon::ThreadPool>> {
     Some(new)
 }
 
+/// `(a(), b())`, the two side by side in the pool when it has two threads or more (for the
+/// independent halves of a load).
+pub fn join<A: Send, B: Send>(
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    let pool = if num_threads() > 1 { pool() } else { None };
+    match pool {
+        Some(p) => p.join(a, b),
+        None => (a(), b()),
+    }
+}
+
 /// Run `f` inside this process's pool (a one-thread pool when one thread is asked for, so
 /// rayon's global pool, which does not survive `fork`, is never used).
 pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {

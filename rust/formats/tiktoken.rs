@@ -10,6 +10,7 @@
 
 use crate::byte_level::byte_to_char;
 use crate::error::{Error, Result};
+use crate::models::bpe::ids_cache::{Singles, MAX_WORD};
 use crate::models::bpe::Bpe;
 use ahash::AHashMap;
 use base64::Engine;
@@ -465,7 +466,6 @@ impl Ranked {
     /// token is spelled as a token (then the two share a vocabulary string: left to
     /// `general_model`).
     fn model(&self, specials: &[(String, u32)]) -> Result<Option<Bpe>> {
-        let mut vocab = AHashMap::with_capacity(self.ranks.len() + specials.len());
         for (content, id) in specials {
             if let Ok(i) = self.ranks.binary_search(id) {
                 return Err(special_clash(content, self.token(i), *id));
@@ -478,8 +478,57 @@ impl Ranked {
                 return Ok(None);
             }
         }
-        let mut merges: Vec<(u64, u32)> = Vec::with_capacity(self.ranks.len() * 6);
+        // The vocabulary and the merges take about as long each and share nothing: built
+        // side by side when the pool has two threads.
+        let ((vocab, singles), map) =
+            crate::parallel::join(|| self.vocab(specials), || self.merges());
+        let mut bpe = Bpe::from_pair_map(vocab, map);
+        bpe.set_ignore_merges(true);
+        bpe.set_single_words(singles);
+        Ok(Some(bpe))
+    }
+
+    /// Every token's byte-level string with its rank, and the special tokens; and the table
+    /// of one-token words `Bpe::single_words` builds from that vocabulary: each of its
+    /// strings whose characters are all byte-level ones, at most `MAX_WORD` of them, as
+    /// bytes (every token; a special token spelled in such characters, with the id the
+    /// vocabulary kept for it).
+    fn vocab(&self, specials: &[(String, u32)]) -> (AHashMap<String, u32>, Singles) {
+        let mut vocab = AHashMap::with_capacity(self.ranks.len() + specials.len());
         let chars = ByteLevel::new();
+        for (i, &rank) in self.ranks.iter().enumerate() {
+            vocab.insert(chars.string(self.token(i)), rank);
+        }
+        for (content, id) in specials {
+            vocab.insert(content.clone(), *id);
+        }
+        let mut special_words: Vec<(Vec<u8>, u32)> = Vec::new();
+        for (content, _) in specials {
+            let raw: Option<Vec<u8>> = content
+                .chars()
+                .map(crate::byte_level::char_to_byte)
+                .collect();
+            let (Some(raw), Some(&id)) = (raw, vocab.get(content)) else {
+                continue;
+            };
+            if !raw.is_empty() && raw.len() <= MAX_WORD && !special_words.iter().any(|w| w.0 == raw)
+            {
+                special_words.push((raw, id));
+            }
+        }
+        let short = (0..self.ranks.len()).filter(|&i| self.token(i).len() <= MAX_WORD);
+        let words = short
+            .clone()
+            .filter_map(|i| Some((self.token(i), *self.ranks.get(i)?)))
+            .chain(special_words.iter().map(|(w, id)| (w.as_slice(), *id)));
+        let singles = Singles::new(short.count() + special_words.len(), words);
+        (vocab, singles)
+    }
+
+    /// The merges: every split of a token into two tokens, the pair of their ranks ranked
+    /// as the token it makes. Each pair once: it spells one token, cut at one place.
+    fn merges(&self) -> AHashMap<u64, (u32, u32)> {
+        let mut merges: Vec<(u64, u32)> = Vec::with_capacity(self.ranks.len() * 6);
         // pow[k] = POLY^k; prefix[c] = poly_hash(t[..c]), so poly_hash(t[c..]) is
         // prefix[len] - prefix[c] · pow[len - c].
         let longest = (0..self.ranks.len())
@@ -495,7 +544,6 @@ impl Ranked {
         let mut prefix: Vec<u64> = Vec::with_capacity(longest + 1);
         for (i, &rank) in self.ranks.iter().enumerate() {
             let t = self.token(i);
-            vocab.insert(chars.string(t), rank);
             prefix.clear();
             prefix.push(0);
             let mut h = 0u64;
@@ -515,16 +563,10 @@ impl Ranked {
                 }
             }
         }
-        for (content, id) in specials {
-            vocab.insert(content.clone(), *id);
-        }
-        // Each pair once: it spells one token, cut at one place. Ranked as the token it makes
-        // (`rank_merges_by_result`).
+        // Ranked as the token it makes (`rank_merges_by_result`).
         let mut map = AHashMap::with_capacity(merges.len());
         map.extend(merges.into_iter().map(|(k, r)| (k, (r, r))));
-        let mut bpe = Bpe::from_pair_map(vocab, map);
-        bpe.set_ignore_merges(true);
-        Ok(Some(bpe))
+        map
     }
 }
 
@@ -716,6 +758,27 @@ mod tests {
         assert_eq!(fast.to_json(), general.to_json());
         assert_eq!(fast.pair_map(), general.pair_map());
         assert_eq!(fast.ignore_merges(), general.ignore_merges());
+        // The loader's table of one-token words against the one built from the vocabulary,
+        // on every vocabulary string's bytes (specials included) and on words of none.
+        let (Some(fs), Some(gs)) = (fast.single_words(), general.single_words()) else {
+            panic!("both models have a singles table");
+        };
+        let mut words: Vec<Vec<u8>> = crate::models::Model::vocab(&fast)
+            .into_keys()
+            .filter_map(|s| s.chars().map(crate::byte_level::char_to_byte).collect())
+            .collect();
+        words.extend([
+            b"zzzzq".to_vec(),
+            b"<|x y|>".to_vec(),
+            vec![0xff; 16],
+            vec![b'a'; 17],
+        ]);
+        let mut held = 0;
+        for w in &words {
+            assert_eq!(fs.get(w), gs.get(w), "{w:?}");
+            held += usize::from(gs.get(w).is_some());
+        }
+        assert!(held > words.len() / 2, "{held}");
     }
 
     fn b64(t: &[u8]) -> String {
@@ -757,9 +820,13 @@ mod tests {
     fn fast_reader_builds_the_general_model() {
         let file = synthetic_file();
         assert_same_models(&file, &[]);
+        // Specials: one the singles take, one they cannot (a space is no byte-level
+        // character), one given twice (the vocabulary keeps the last id).
         let specials = [
             ("<|endoftext|>".to_owned(), 3),
             ("<|x y|>".to_owned(), 99_999),
+            ("<|e|>".to_owned(), 5),
+            ("<|e|>".to_owned(), 8),
         ];
         assert_same_models(&file, &specials);
         // A special spelled as a token: left to the general construction.

@@ -794,6 +794,16 @@ impl Bpe {
         self.singles = LazySingles::default();
     }
 
+    /// Install the table `single_words` would build, made by a loader that has the tokens'
+    /// bytes at hand (cheaper than decoding every vocabulary string on first use). The
+    /// caller guarantees it holds exactly the words `single_words` takes; a no-op unless
+    /// `ignore_merges` is on (set it first: the setters clear the table).
+    pub(crate) fn set_single_words(&mut self, table: ids_cache::Singles) {
+        if self.ignore_merges {
+            let _ = self.singles.cell.set(table);
+        }
+    }
+
     /// The tokenizer.json `model` object (vocabulary in id order, merges in rank order).
     pub(crate) fn to_json(&self) -> Value {
         let mut vocab: Vec<(&String, u32)> = self.vocab.iter().map(|(k, &v)| (k, v)).collect();
@@ -1100,7 +1110,7 @@ impl Bpe {
     /// (built on first use; the setters that change merge results start it afresh). Without
     /// `ignore_merges` there is none: building it would merge every token, more than a few
     /// megabytes of new text cost to merge.
-    fn single_words(&self) -> Option<&ids_cache::Singles> {
+    pub(crate) fn single_words(&self) -> Option<&ids_cache::Singles> {
         if !self.ignore_merges {
             return None;
         }
