@@ -354,14 +354,28 @@ impl Ranked {
         loop {
             let end = memchr::memchr2(b'\n', b'\r', rest).unwrap_or(rest.len());
             let line = rest.get(..end).unwrap_or_default();
-            if let Some((t0, t1)) = field(line, 0) {
-                let (r0, r1) = field(line, t1)?;
-                let rank = parse_rank(line.get(r0..r1)?)?;
-                if field(line, r1).is_some() || !decode_b64(line.get(t0..t1)?, &mut bytes) {
-                    return None;
-                }
+            // The plain line, `base64 rank`, read without scanning for fields: when its
+            // first space splits it into canonical base64 and decimal digits, those are the
+            // two fields `field` finds (neither holds white space).
+            let before = bytes.len();
+            let plain = memchr::memchr(b' ', line).and_then(|sp| {
+                let rank = parse_rank(line.get(sp + 1..)?)?;
+                (sp > 0 && decode_b64(line.get(..sp)?, &mut bytes)).then_some(rank)
+            });
+            if let Some(rank) = plain {
                 ends.push(u32::try_from(bytes.len()).ok()?);
                 ranks.push(rank);
+            } else {
+                bytes.truncate(before);
+                if let Some((t0, t1)) = field(line, 0) {
+                    let (r0, r1) = field(line, t1)?;
+                    let rank = parse_rank(line.get(r0..r1)?)?;
+                    if field(line, r1).is_some() || !decode_b64(line.get(t0..t1)?, &mut bytes) {
+                        return None;
+                    }
+                    ends.push(u32::try_from(bytes.len()).ok()?);
+                    ranks.push(rank);
+                }
             }
             match rest.get(end + 1..) {
                 Some(r) => rest = r,
