@@ -4,6 +4,7 @@ child must be able to run batch calls (rayon's global pool does not survive a fo
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
@@ -213,6 +214,48 @@ def test_sentencepiece_batch_after_fork():
         capture_output=True,
         timeout=180,
         check=False,
+    )
+    assert r.returncode == 0, (r.returncode, r.stderr.decode()[-2000:])
+    assert b"fork-ok" in r.stdout
+
+
+TIKTOKEN_FORK_SCRIPT = textwrap.dedent(
+    """
+    import base64, os, sys
+    import piecework
+
+    # A `.tiktoken` file: every byte, then pairs of letters (its load builds the vocabulary
+    # and the merges side by side in the pool).
+    letters = [bytes([a, b]) for a in range(97, 123) for b in range(97, 123)]
+    tokens = [bytes([b]) for b in range(256)] + letters
+    data = b"".join(base64.b64encode(t) + b" %d\\n" % r for r, t in enumerate(tokens))
+    tok = piecework.Tokenizer.from_tiktoken(data, r"\\S+", {})
+    text = "hello world, some more words"
+    parent = tok.encode_ids(text)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            child = piecework.Tokenizer.from_tiktoken(data, r"\\S+", {}).encode_ids(text)
+            os._exit(0 if child == parent else 3)
+        except BaseException:
+            os._exit(4)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(code)
+    print("fork-ok")
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no os.fork on this platform")
+def test_tiktoken_load_after_fork():
+    r = subprocess.run(
+        [sys.executable, "-c", TIKTOKEN_FORK_SCRIPT],
+        capture_output=True,
+        timeout=180,
+        check=False,
+        env={**os.environ, "PIECEWORK_NUM_THREADS": "2"},
     )
     assert r.returncode == 0, (r.returncode, r.stderr.decode()[-2000:])
     assert b"fork-ok" in r.stdout
