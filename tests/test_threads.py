@@ -134,31 +134,54 @@ def test_concurrent_readers_share_one_tokenizer(tok):
     assert all(results[k] == expected for k in range(4))
 
 
-FORK_SCRIPT = textwrap.dedent(
+def _run_fork_script(script: str, *args: str, env: dict | None = None) -> None:
+    """Run `script` in a fresh interpreter; it exits non-zero when its forked child failed."""
+    r = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        timeout=180,
+        check=False,
+        env=env,
+    )
+    assert r.returncode == 0, (r.returncode, r.stderr.decode()[-2000:])
+    assert b"fork-ok" in r.stdout
+
+
+# The scripts' common part: `in_child(check)` forks, runs `check` in the child (which must
+# return True) and exits this process with the child's code when it failed.
+_IN_CHILD = """
+import os, sys
+import piecework
+
+def in_child(check):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(0 if check() else 3)
+        except BaseException:
+            os._exit(4)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(code)
+"""
+
+FORK_SCRIPT = _IN_CHILD + textwrap.dedent(
     """
-    import os, sys
-    import piecework
     from piecework.cli import default_tokenizer_path
 
     tok = piecework.Tokenizer.from_file(default_tokenizer_path())
     texts = ["hello world number %d, with some more words" % i for i in range(3000)]
     parent = [e.ids for e in tok.encode_batch(texts)]  # the parent's pool is running now
+
+    def child(threads):
+        if threads:
+            piecework.set_num_threads(threads)
+        ids = [e.ids for e in tok.encode_batch(texts)]
+        return ids == parent and tok.decode_batch(ids[:100]) == tok.decode_batch(parent[:100])
+
     for threads in (0, 1):
-        pid = os.fork()
-        if pid == 0:
-            try:
-                if threads:
-                    piecework.set_num_threads(threads)
-                child = [e.ids for e in tok.encode_batch(texts)]
-                child_dec = tok.decode_batch(child[:100])
-                ok = child == parent and child_dec == tok.decode_batch(parent[:100])
-                os._exit(0 if ok else 3)
-            except BaseException:
-                os._exit(4)
-        _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
-        if code != 0:
-            sys.exit(code)
+        in_child(lambda: child(threads))
     # the parent still works after forking
     assert [e.ids for e in tok.encode_batch(texts)] == parent
     print("fork-ok")
@@ -168,37 +191,21 @@ FORK_SCRIPT = textwrap.dedent(
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no os.fork on this platform")
 def test_batch_after_fork():
-    r = subprocess.run(
-        [sys.executable, "-c", FORK_SCRIPT],
-        capture_output=True,
-        timeout=180,
-        check=False,
-    )
-    assert r.returncode == 0, (r.returncode, r.stderr.decode()[-2000:])
-    assert b"fork-ok" in r.stdout
+    _run_fork_script(FORK_SCRIPT)
 
 
-SP_FORK_SCRIPT = textwrap.dedent(
+SP_FORK_SCRIPT = _IN_CHILD + textwrap.dedent(
     """
-    import os, sys
-    import piecework
-
     sp = piecework.SentencePieceProcessor(model_file=sys.argv[1])
     texts = ["hello world number %d, with some more words" % i for i in range(3000)]
     docs = [" ".join(texts[i::4]) for i in range(4)]  # few long texts: split by size
     parent = sp.encode(texts), sp.encode(docs), sp.encode(docs, out_type=str)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            child = sp.encode(texts), sp.encode(docs), sp.encode(docs, out_type=str)
-            ok = child == parent and sp.decode(child[1]) == sp.decode(parent[1])
-            os._exit(0 if ok else 3)
-        except BaseException:
-            os._exit(4)
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        sys.exit(code)
+
+    def child():
+        got = sp.encode(texts), sp.encode(docs), sp.encode(docs, out_type=str)
+        return got == parent and sp.decode(got[1]) == sp.decode(parent[1])
+
+    in_child(child)
     print("fork-ok")
     """
 )
@@ -209,40 +216,21 @@ def test_sentencepiece_batch_after_fork():
     from oracle import data_path
 
     model = data_path("xlnet-base-cased", "spiece.model")
-    r = subprocess.run(
-        [sys.executable, "-c", SP_FORK_SCRIPT, str(model)],
-        capture_output=True,
-        timeout=180,
-        check=False,
-    )
-    assert r.returncode == 0, (r.returncode, r.stderr.decode()[-2000:])
-    assert b"fork-ok" in r.stdout
+    _run_fork_script(SP_FORK_SCRIPT, str(model))
 
 
-TIKTOKEN_FORK_SCRIPT = textwrap.dedent(
+TIKTOKEN_FORK_SCRIPT = _IN_CHILD + textwrap.dedent(
     """
-    import base64, os, sys
-    import piecework
+    import base64
 
     # A `.tiktoken` file: every byte, then pairs of letters (its load builds the vocabulary
     # and the merges side by side in the pool).
     letters = [bytes([a, b]) for a in range(97, 123) for b in range(97, 123)]
     tokens = [bytes([b]) for b in range(256)] + letters
     data = b"".join(base64.b64encode(t) + b" %d\\n" % r for r, t in enumerate(tokens))
-    tok = piecework.Tokenizer.from_tiktoken(data, r"\\S+", {})
     text = "hello world, some more words"
-    parent = tok.encode_ids(text)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            child = piecework.Tokenizer.from_tiktoken(data, r"\\S+", {}).encode_ids(text)
-            os._exit(0 if child == parent else 3)
-        except BaseException:
-            os._exit(4)
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        sys.exit(code)
+    parent = piecework.Tokenizer.from_tiktoken(data, r"\\S+", {}).encode_ids(text)
+    in_child(lambda: piecework.Tokenizer.from_tiktoken(data, r"\\S+", {}).encode_ids(text) == parent)
     print("fork-ok")
     """
 )
@@ -250,12 +238,4 @@ TIKTOKEN_FORK_SCRIPT = textwrap.dedent(
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no os.fork on this platform")
 def test_tiktoken_load_after_fork():
-    r = subprocess.run(
-        [sys.executable, "-c", TIKTOKEN_FORK_SCRIPT],
-        capture_output=True,
-        timeout=180,
-        check=False,
-        env={**os.environ, "PIECEWORK_NUM_THREADS": "2"},
-    )
-    assert r.returncode == 0, (r.returncode, r.stderr.decode()[-2000:])
-    assert b"fork-ok" in r.stdout
+    _run_fork_script(TIKTOKEN_FORK_SCRIPT, env={**os.environ, "PIECEWORK_NUM_THREADS": "2"})
