@@ -262,6 +262,28 @@ pub(crate) fn with_ids_buffer<R>(f: impl FnOnce(&mut Vec<u32>) -> R) -> R {
     r
 }
 
+/// `f` with the GIL released, as `py.detach(f)` does, without PyO3's bookkeeping around it
+/// (its attach count saved and zeroed in thread-local storage, then restored, and its
+/// deferred reference counts applied on return): only `PyEval_SaveThread` and
+/// `PyEval_RestoreThread`, which every per-text call pays for. For closures that call
+/// nothing of Python or PyO3 (the Rust core only), so the attach count, which stays as it
+/// was, is never read while the thread is detached; deferred counts are applied at the
+/// next attach as before. The GIL is taken back when `f` panics too (the guard's drop),
+/// before the panic reaches PyO3's trampoline.
+pub(crate) fn released<T: Send>(_py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
+    struct Reattach(*mut ffi::PyThreadState);
+    impl Drop for Reattach {
+        fn drop(&mut self) {
+            // SAFETY: the thread state this thread saved below, restored once.
+            unsafe { ffi::PyEval_RestoreThread(self.0) };
+        }
+    }
+    // SAFETY: the GIL is held (`_py`); it is released here and taken back by the guard,
+    // on this thread, whatever `f` does; `f` touches no Python object (see above).
+    let _attached_again = Reattach(unsafe { ffi::PyEval_SaveThread() });
+    f()
+}
+
 /// Python's cyclic garbage collector held off while this lives (on a thread holding the
 /// GIL, which it must keep until the guard drops). Building thousands of id lists would
 /// otherwise set off young-generation collections (from 3.12 on they wait for the

@@ -6,7 +6,9 @@
 //! released) while another reconfigures, and each call sees one whole configuration.
 
 use super::fastcall::{fast_method, Args, MethodDef};
-use super::{ids_list, ids_lists_streamed, plan_lists_streamed, to_py_err, with_ids_buffer};
+use super::{
+    ids_list, ids_lists_streamed, plan_lists_streamed, released, to_py_err, with_ids_buffer,
+};
 use crate::encoding::{
     Direction, Encoding, PaddingParams, PaddingStrategy, TruncationParams, TruncationStrategy,
 };
@@ -233,7 +235,7 @@ impl PyTokenizer {
         // must not hold the lock (a reconfiguration would wait for it with the GIL held).
         let tok = self.snapshot()?;
         with_ids_buffer(|out| {
-            py.detach(|| {
+            released(py, || {
                 // Room for about one id per 3 bytes up front saves the first regrowths.
                 out.reserve(text.len().min(1 << 20) / 3 + 4);
                 tok.encode_ids(text, add_special_tokens, out)
@@ -253,9 +255,7 @@ impl PyTokenizer {
         // Python's own UTF-8 view, as in `text_ids` (the Encoding keeps the str).
         let s = text.to_str()?;
         let tok = self.snapshot()?;
-        let ids = py
-            .detach(|| tok.encode_ids_lazy(s, add_special_tokens))
-            .map_err(to_py_err)?;
+        let ids = released(py, || tok.encode_ids_lazy(s, add_special_tokens)).map_err(to_py_err)?;
         Ok(PyEncoding::lazy(
             tok,
             text.clone().unbind(),

@@ -317,6 +317,31 @@ impl Pairs {
         }
     }
 
+    /// Whether the table is in the 16-bit form (`get_packed` applies).
+    fn is_packed(&self) -> bool {
+        !self.packed.is_empty()
+    }
+
+    /// `get(pair_key(l, r))` in the 16-bit form (`is_packed`) for `l` and `r` below 0xffff,
+    /// which the caller has checked (then `want` below is exact, and no empty slot, whose
+    /// value is u64::MAX, matches it).
+    #[inline(always)]
+    fn get_packed(&self, l: u32, r: u32) -> Option<(u32, u32)> {
+        let mut i = pair_start(pair_key(l, r), self.shift);
+        let want = (u64::from(l) << 16) | u64::from(r);
+        let mask = self.packed.len().wrapping_sub(1);
+        loop {
+            let s = *self.packed.get(i)?;
+            if s >> 32 == want {
+                return Some((((s >> 16) & 0xffff) as u32, (s & 0xffff) as u32));
+            }
+            if s == u64::MAX {
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// Whether the table holds the merges (else lookups go to the map).
     fn is_built(&self) -> bool {
         !self.packed.is_empty() || !self.slots.is_empty()
@@ -478,6 +503,58 @@ fn push_byte_level(raw: &[u8], buf: &mut String) {
             rest = tail;
         }
     }
+}
+
+/// `Bpe::merge_in_array` with the pairs from `lookup` ((rank, merged id) of a pair, None when
+/// it is no merge).
+#[inline(always)]
+fn merge_in_array_by<const N: usize>(
+    ids: &mut [u32; N],
+    n: usize,
+    lookup: impl Fn(u32, u32) -> Option<(u32, u32)>,
+) -> usize {
+    // cands[i]: the pair (ids[i], ids[i + 1]) as rank << 32 | merged id; NONE_PAIR (the
+    // largest rank) when it is no merge. The scan compares ranks only, so ties go left.
+    const NONE_PAIR: u64 = u64::MAX;
+    let mut n = n.min(N);
+    let mut cands = [NONE_PAIR; N];
+    let pair = |l: u32, r: u32| match lookup(l, r) {
+        Some((rank, id)) => (u64::from(rank) << 32) | u64::from(id),
+        None => NONE_PAIR,
+    };
+    for i in 1..n {
+        cands[i - 1] = pair(ids[i - 1], ids[i]);
+    }
+    while n > 1 {
+        let (mut best, mut best_rank) = (0, u32::MAX);
+        for (i, &c) in cands[..n - 1].iter().enumerate() {
+            let rank = (c >> 32) as u32;
+            if rank < best_rank {
+                best_rank = rank;
+                best = i;
+            }
+        }
+        let Some(&c) = cands.get(best).filter(|&&c| c != NONE_PAIR) else {
+            break;
+        };
+        // Symbol best + 1 joins symbol best; the later symbols and pairs move down one
+        // (element by element: a call to memmove costs more for a few elements).
+        ids[best] = c as u32;
+        for i in best + 1..n - 1 {
+            ids[i] = ids[i + 1];
+            cands[i] = cands[i + 1];
+        }
+        n -= 1;
+        cands[best] = if best + 1 < n {
+            pair(ids[best], ids[best + 1])
+        } else {
+            NONE_PAIR
+        };
+        if best > 0 {
+            cands[best - 1] = pair(ids[best - 1], ids[best]);
+        }
+    }
+    n
 }
 
 #[inline]
@@ -1203,11 +1280,20 @@ impl Bpe {
     fn merge_array(&self, raw: &[u8], sym: impl Fn(u8) -> u32, out: &mut Vec<u32>) {
         let mut ids = [0u32; ARRAY_WORD];
         let mut n = 0;
+        let mut small = true;
         for (slot, &b) in ids.iter_mut().zip(raw) {
             *slot = sym(b);
+            small &= *slot < 0xffff;
             n += 1;
         }
-        let n = self.merge_in_array(self.pairs(), &mut ids, n);
+        let pairs = self.pairs();
+        // In the 16-bit form every merged id is below 0xffff too, so with symbols that
+        // small the table's range check and form test are decided once for the word.
+        let n = if small && pairs.is_packed() {
+            merge_in_array_by(&mut ids, n, |l, r| pairs.get_packed(l, r))
+        } else {
+            self.merge_in_array(pairs, &mut ids, n)
+        };
         out.extend_from_slice(ids.get(..n).unwrap_or_default());
     }
 
@@ -1219,48 +1305,7 @@ impl Bpe {
     /// contiguous (the merged-away symbol is shifted out) so the scan is a plain loop.
     #[inline(always)]
     fn merge_in_array<const N: usize>(&self, pairs: &Pairs, ids: &mut [u32; N], n: usize) -> usize {
-        // cands[i]: the pair (ids[i], ids[i + 1]) as rank << 32 | merged id; NONE_PAIR (the
-        // largest rank) when it is no merge. The scan compares ranks only, so ties go left.
-        const NONE_PAIR: u64 = u64::MAX;
-        let mut n = n.min(N);
-        let mut cands = [NONE_PAIR; N];
-        let pair = |l: u32, r: u32| match self.lookup_table(pairs, l, r) {
-            Some((rank, id)) => (u64::from(rank) << 32) | u64::from(id),
-            None => NONE_PAIR,
-        };
-        for i in 1..n {
-            cands[i - 1] = pair(ids[i - 1], ids[i]);
-        }
-        while n > 1 {
-            let (mut best, mut best_rank) = (0, u32::MAX);
-            for (i, &c) in cands[..n - 1].iter().enumerate() {
-                let rank = (c >> 32) as u32;
-                if rank < best_rank {
-                    best_rank = rank;
-                    best = i;
-                }
-            }
-            let Some(&c) = cands.get(best).filter(|&&c| c != NONE_PAIR) else {
-                break;
-            };
-            // Symbol best + 1 joins symbol best; the later symbols and pairs move down one
-            // (element by element: a call to memmove costs more for a few elements).
-            ids[best] = c as u32;
-            for i in best + 1..n - 1 {
-                ids[i] = ids[i + 1];
-                cands[i] = cands[i + 1];
-            }
-            n -= 1;
-            cands[best] = if best + 1 < n {
-                pair(ids[best], ids[best + 1])
-            } else {
-                NONE_PAIR
-            };
-            if best > 0 {
-                cands[best - 1] = pair(ids[best - 1], ids[best]);
-            }
-        }
-        n
+        merge_in_array_by(ids, n, |l, r| self.lookup_table(pairs, l, r))
     }
 
     /// Whether `meta_text_ids` applies: the text may be cut before every `▁` that follows
