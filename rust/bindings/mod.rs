@@ -270,7 +270,11 @@ pub(crate) fn with_ids_buffer<R>(f: impl FnOnce(&mut Vec<u32>) -> R) -> R {
 /// was, is never read while the thread is detached; deferred counts are applied at the
 /// next attach as before. The GIL is taken back when `f` panics too (the guard's drop),
 /// before the panic reaches PyO3's trampoline.
-pub(crate) fn released<T: Send>(_py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
+///
+/// # Safety
+/// `f` must not touch Python or PyO3 in any way (no `Py` dropped or cloned, no attach): PyO3
+/// still counts this thread as attached while it runs. Closures over the Rust core only.
+pub(crate) unsafe fn released<T: Send>(_py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
     struct Reattach(*mut ffi::PyThreadState);
     impl Drop for Reattach {
         fn drop(&mut self) {

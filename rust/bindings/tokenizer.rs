@@ -235,12 +235,13 @@ impl PyTokenizer {
         // must not hold the lock (a reconfiguration would wait for it with the GIL held).
         let tok = self.snapshot()?;
         with_ids_buffer(|out| {
-            released(py, || {
+            let encode = || {
                 // Room for about one id per 3 bytes up front saves the first regrowths.
                 out.reserve(text.len().min(1 << 20) / 3 + 4);
                 tok.encode_ids(text, add_special_tokens, out)
-            })
-            .map_err(to_py_err)?;
+            };
+            // SAFETY: the closure runs the Rust core on a snapshot, a `&str` and a buffer.
+            unsafe { released(py, encode) }.map_err(to_py_err)?;
             ids_list(py, out)
         })
     }
@@ -255,7 +256,9 @@ impl PyTokenizer {
         // Python's own UTF-8 view, as in `text_ids` (the Encoding keeps the str).
         let s = text.to_str()?;
         let tok = self.snapshot()?;
-        let ids = released(py, || tok.encode_ids_lazy(s, add_special_tokens)).map_err(to_py_err)?;
+        // SAFETY: as in `text_ids`: the Rust core on a snapshot and a `&str`.
+        let ids = unsafe { released(py, || tok.encode_ids_lazy(s, add_special_tokens)) }
+            .map_err(to_py_err)?;
         Ok(PyEncoding::lazy(
             tok,
             text.clone().unbind(),
