@@ -20,7 +20,7 @@ use crate::models::bpe::backtrack::{Backtrack, Lazy};
 use crate::models::bpe::engine::Word;
 use ahash::AHashMap;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// A byte trie over the user-defined pieces, for longest-prefix matching.
 #[derive(Default)]
@@ -107,6 +107,9 @@ pub struct SpBpe {
     virtual_chars: Vec<char>,
     /// The encoder for long spans (see `merge_long`), built on first use.
     backtrack: Lazy,
+    /// Short spans missed by the span cache while `backtrack` was not built yet (see
+    /// `short_backtracker`).
+    short_misses: AtomicU32,
     /// Every multi-character mergeable piece containing `▁▁` is all `▁` and ranks after
     /// every other one (Llama's whitespace runs; see `merge_space_run`).
     space_runs_last: bool,
@@ -153,6 +156,10 @@ enum Cut {
 /// Spans longer than this many symbols (or any span of a vocabulary with UNUSED pieces) go
 /// to the heap engine.
 const _: () = assert!(SHORT >= 2);
+
+/// Short spans that take the merge loop before the backtracking encoder is built for them
+/// (see `SpBpe::short_backtracker`).
+const WARM_MISSES: u32 = 4096;
 
 /// `▁` in UTF-8.
 const SPACE: &[u8] = "\u{2581}".as_bytes();
@@ -305,6 +312,7 @@ impl SpBpe {
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             virtual_chars: Vec::new(),
             backtrack: Lazy::default(),
+            short_misses: AtomicU32::new(0),
             space_runs_last: false,
             space_key: DEAD,
             ascii_live: [false; 256],
@@ -939,11 +947,30 @@ impl SpBpe {
         })
     }
 
-    /// A span of live symbols without `▁▁` by the backtracking encoder, its pieces pushed
-    /// from `base` on; false (and nothing pushed) when there is none or it gives up.
+    /// The backtracking encoder for a short span (at most `4 * SHORT` bytes), which the
+    /// merge loop segments alike (the encoder only saves instructions there): the encoder
+    /// once it is built, else `None` until it has been asked `WARM_MISSES` times (a missed
+    /// span asks up to three times on its way to the merge loop), then built.
+    /// Building walks the whole vocabulary (~70M instructions for Llama 2, more than the
+    /// load), which a tokenizer loaded to encode a few texts should not pay on its first
+    /// word; a span of more than `SHORT` symbols still builds it at once (`merge_long`).
+    #[inline]
+    fn short_backtracker(&self) -> Option<&Backtrack> {
+        if let Some(bt) = self.backtrack.get() {
+            return Some(bt);
+        }
+        if self.short_misses.fetch_add(1, Ordering::Relaxed) < WARM_MISSES {
+            return None;
+        }
+        self.backtracker()
+    }
+
+    /// A span of live symbols without `▁▁` by the backtracking encoder (`short_backtracker`),
+    /// its pieces pushed from `base` on; false (and nothing pushed) when there is none, it
+    /// is not built yet, or it gives up.
     #[inline]
     fn backtrack_span(&self, bytes: &[u8], base: usize, sc: &mut Scratch) -> bool {
-        let Some(bt) = self.backtracker() else {
+        let Some(bt) = self.short_backtracker() else {
             return false;
         };
         let start = sc.out_ids.len();
@@ -1654,9 +1681,14 @@ mod tests {
     #[test]
     fn short_spans_match_the_heap_on_random_vocabularies() {
         let mut next = crate::test_rng(0x7A11_5EED_0BAD_F00D);
-        let mut short = 0;
+        let (mut short, mut warm_rounds) = (0, 0);
         for round in 0..1500 {
             let m = random_model(&mut next);
+            // Every other model has its encoder built first, so that short ASCII spans take
+            // it (`short_backtracker`); the others keep the merge loop, as a new model does.
+            if round % 2 == 0 && m.0.backtracker().is_some() {
+                warm_rounds += 1;
+            }
             for _ in 0..12 {
                 let len = 1 + (next() % 40) as usize;
                 let t: String = (0..len)
@@ -1670,6 +1702,36 @@ mod tests {
             }
         }
         assert!(short > 10_000, "{short}");
+        assert!(warm_rounds > 200, "{warm_rounds}");
+    }
+
+    /// A new model segments short spans without building its encoder, and builds it once
+    /// `WARM_MISSES` short spans have missed the cache; the results stay the heap's.
+    #[test]
+    fn short_spans_build_the_encoder_after_warm_up() {
+        let m = model(&["ab:-1", "ba:-2", "aab:-3", "▁a:-4", "▁ab:-5"], "ab");
+        assert!(m.0.backtrack.get().is_none());
+        let mut next = crate::test_rng(0x5EED_0FC0_1D00);
+        let mut texts = 0u32;
+        while m.0.backtrack.get().is_none() && texts < 4 * WARM_MISSES {
+            // Distinct words of up to 20 letters: almost every one misses the span cache.
+            let len = 1 + (next() % 20) as usize;
+            let w: String = (0..len)
+                .map(|_| ['a', 'b'][(next() % 2) as usize])
+                .collect();
+            let t = format!("\u{2581}{w}");
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            m.0.segment(&t, &mut a).unwrap();
+            m.0.segment_whole(&t, &mut b).unwrap();
+            assert_eq!(a, b, "{t:?}");
+            texts += 1;
+        }
+        assert!(
+            m.0.backtrack.get().is_some(),
+            "not built after {texts} texts"
+        );
+        // A missed span asks up to three times (`merge_missed`, then `merge_span` twice).
+        assert!(texts > WARM_MISSES / 3, "built after {texts} texts");
     }
 
     /// Spans cut where no merge can join (`joinable`), each part cached on its own: against
