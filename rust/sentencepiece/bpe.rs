@@ -14,6 +14,7 @@ use super::bpe_tables::{
     merge_short, with_span_table, CharKeys, PairTable, SpanTable, CACHE_MAX_SPAN, DEAD,
     LONG_MAX_SPAN, SHORT,
 };
+use super::simple::PieceLookup;
 use super::vocab::{PieceEntry, PieceType, Segmenter, SpPiece};
 use crate::error::{Error, Result};
 use crate::models::bpe::backtrack::{Backtrack, Lazy};
@@ -21,6 +22,7 @@ use crate::models::bpe::engine::Word;
 use ahash::AHashMap;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// A byte trie over the user-defined pieces, for longest-prefix matching.
 #[derive(Default)]
@@ -73,10 +75,12 @@ impl PrefixMatcher {
 }
 
 pub struct SpBpe {
-    /// NORMAL / USER_DEFINED / UNUSED pieces (the merge targets).
-    pieces: AHashMap<String, u32>,
-    /// CONTROL / UNKNOWN / BYTE pieces; they win over `pieces` when mapping a string to an id.
-    reserved: AHashMap<String, u32>,
+    /// String → id: `normal` holds every NORMAL / USER_DEFINED / UNUSED piece (the merge
+    /// targets), `reserved` the CONTROL / UNKNOWN / BYTE ones, which win when mapping a
+    /// string to an id. Shared with the processor (`with_lookup`), `normal` holds every
+    /// piece and `reserved` none: no string repeats there, so the answers are the same, and
+    /// a merge target is a `normal` entry of a mergeable kind (`mergeable_id`).
+    lookup: Arc<PieceLookup>,
     kinds: Vec<PieceType>,
     /// Byte length of each piece.
     lens: Vec<u32>,
@@ -230,22 +234,29 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
+fn is_mergeable(kind: PieceType) -> bool {
+    matches!(
+        kind,
+        PieceType::Normal | PieceType::UserDefined | PieceType::Unused
+    )
+}
+
 impl SpBpe {
+    /// The segmenter of `pieces` with its own string maps (a string may be both a mergeable
+    /// piece and a reserved one; reserved wins, as in `piece_to_id`).
     pub fn new(pieces: &[PieceEntry], unk_id: u32, byte_fallback: bool) -> Result<SpBpe> {
-        let n = u32::try_from(pieces.len())
-            .map_err(|_| Error::invalid("sentencepiece BPE: too many pieces"))?;
         let mut normal: AHashMap<String, u32> = AHashMap::with_capacity(pieces.len());
         let mut reserved: AHashMap<String, u32> = AHashMap::new();
-        let mut kinds = Vec::with_capacity(pieces.len());
         for (i, p) in pieces.iter().enumerate() {
             if p.piece.is_empty() {
                 return Err(Error::invalid(format!(
                     "sentencepiece BPE: piece {i} must not be empty"
                 )));
             }
-            let map = match p.kind {
-                PieceType::Normal | PieceType::UserDefined | PieceType::Unused => &mut normal,
-                _ => &mut reserved,
+            let map = if is_mergeable(p.kind) {
+                &mut normal
+            } else {
+                &mut reserved
             };
             if map.insert(p.piece.clone(), i as u32).is_some() {
                 return Err(Error::invalid(format!(
@@ -253,8 +264,55 @@ impl SpBpe {
                     p.piece
                 )));
             }
-            kinds.push(p.kind);
         }
+        let lookup = PieceLookup {
+            reserved,
+            normal,
+            unused: Default::default(),
+            unk_id,
+        };
+        Self::build(pieces, unk_id, byte_fallback, Arc::new(lookup))
+    }
+
+    /// The segmenter of `pieces` over the processor's lookup, which must hold every piece
+    /// once in `normal` (`SentencePiece::from_data` for BPE: one map, no string twice, no
+    /// empty piece) with `unk_id`: no second set of string maps is built. Anything else
+    /// (a `reserved` map, a skipped NUL placeholder, another unknown id) goes to `new`.
+    pub(crate) fn with_lookup(
+        pieces: &[PieceEntry],
+        unk_id: u32,
+        byte_fallback: bool,
+        lookup: &Arc<PieceLookup>,
+    ) -> Result<SpBpe> {
+        let complete = lookup.reserved.is_empty()
+            && lookup.unk_id == unk_id
+            && lookup.normal.len() == pieces.len()
+            && !pieces.iter().any(|p| p.piece.is_empty());
+        if !complete {
+            return Self::new(pieces, unk_id, byte_fallback);
+        }
+        Self::build(pieces, unk_id, byte_fallback, Arc::clone(lookup))
+    }
+
+    /// Whether `s` is a merge target, and its id.
+    #[inline]
+    fn mergeable_id(lookup: &PieceLookup, kinds: &[PieceType], s: &str) -> Option<u32> {
+        let &id = lookup.normal.get(s)?;
+        kinds
+            .get(id as usize)
+            .is_some_and(|&k| is_mergeable(k))
+            .then_some(id)
+    }
+
+    fn build(
+        pieces: &[PieceEntry],
+        unk_id: u32,
+        byte_fallback: bool,
+        lookup: Arc<PieceLookup>,
+    ) -> Result<SpBpe> {
+        let n = u32::try_from(pieces.len())
+            .map_err(|_| Error::invalid("sentencepiece BPE: too many pieces"))?;
+        let kinds: Vec<PieceType> = pieces.iter().map(|p| p.kind).collect();
         if kinds.get(unk_id as usize) != Some(&PieceType::Unknown) {
             return Err(Error::invalid(format!(
                 "sentencepiece BPE: unk id {unk_id} is not an UNKNOWN piece"
@@ -264,7 +322,7 @@ impl SpBpe {
         if byte_fallback {
             for (b, slot) in byte_ids.iter_mut().enumerate() {
                 let s = byte_piece(b as u8);
-                match reserved.get(&s).or_else(|| normal.get(&s)) {
+                match lookup.get(&s).as_ref() {
                     Some(&id) if kinds[id as usize] == PieceType::Byte => *slot = id,
                     _ => {
                         return Err(Error::invalid(
@@ -294,8 +352,7 @@ impl SpBpe {
         };
 
         let mut sb = SpBpe {
-            pieces: AHashMap::new(),
-            reserved,
+            lookup,
             lens: pieces.iter().map(|p| p.piece.len() as u32).collect(),
             kinds,
             unk_id,
@@ -327,7 +384,7 @@ impl SpBpe {
         // The lookup id of a symbol string, if it can be a symbol: a mergeable piece, or any
         // single character.
         let mut symbol_id = |s: &str, sb: &SpBpe| -> Option<u32> {
-            if let Some(&id) = normal.get(s) {
+            if let Some(id) = Self::mergeable_id(&sb.lookup, &sb.kinds, s) {
                 let mut cs = s.chars();
                 if let (Some(c), None) = (cs.next(), cs.next()) {
                     char_ids.insert(c, id);
@@ -374,10 +431,12 @@ impl SpBpe {
             }
         }
         // Single-character mergeable pieces that no split mentions still need their id.
-        for (s, &id) in &normal {
-            let mut cs = s.chars();
-            if let (Some(c), None) = (cs.next(), cs.next()) {
-                char_ids.entry(c).or_insert(id);
+        for (i, p) in pieces.iter().enumerate() {
+            let mut cs = p.piece.chars();
+            if let (true, Some(c), None) = (is_mergeable(p.kind), cs.next(), cs.next()) {
+                if sb.lookup.normal.get(&p.piece) == Some(&(i as u32)) {
+                    char_ids.entry(c).or_insert(i as u32);
+                }
             }
         }
         if virtual_out.len() as u64 + u64::from(n) >= u64::from(DEAD) {
@@ -408,12 +467,11 @@ impl SpBpe {
                 *slot = c;
             }
         }
-        sb.pieces = normal;
         sb.key_out = (0..n)
             .map(|k| match sb.kinds.get(k as usize) {
                 Some(PieceType::Normal | PieceType::UserDefined | PieceType::Unused) => pieces
                     .get(k as usize)
-                    .and_then(|p| sb.reserved.get(&p.piece))
+                    .and_then(|p| sb.lookup.reserved.get(&p.piece))
                     .copied()
                     .unwrap_or(k),
                 // Not a key (keys below n are mergeable pieces).
@@ -444,18 +502,21 @@ impl SpBpe {
         if sb.chunks {
             sb.glue = sb.glue_bits(pieces);
         }
-        sb.dead_is_unk =
-            sb.user_defined.is_empty() && !sb.reserved.keys().any(|s| s.chars().nth(1).is_none());
+        sb.dead_is_unk = sb.user_defined.is_empty()
+            && !sb
+                .lookup
+                .reserved
+                .keys()
+                .any(|s| s.chars().nth(1).is_none())
+            && !pieces
+                .iter()
+                .any(|p| !is_mergeable(p.kind) && p.piece.chars().nth(1).is_none());
         Ok(sb)
     }
 
     /// sentencepiece's PieceToId: reserved pieces first, then the others, else unk.
     fn piece_to_id(&self, s: &str) -> u32 {
-        self.reserved
-            .get(s)
-            .or_else(|| self.pieces.get(s))
-            .copied()
-            .unwrap_or(self.unk_id)
+        self.lookup.get(s).unwrap_or(self.unk_id)
     }
 
     /// The output id of a live symbol with lookup key `key` and text `text`: what
@@ -917,11 +978,13 @@ impl SpBpe {
         self.backtrack.get_or_build(|| {
             let n = self.kinds.len() as u32;
             let chars: Vec<String> = self.virtual_chars.iter().map(|c| c.to_string()).collect();
+            // The NORMAL pieces (no UNUSED ones here), in no particular order.
             let vocab = self
-                .pieces
+                .lookup
+                .normal
                 .iter()
                 .filter(|&(s, &id)| {
-                    self.kind(id) != Some(PieceType::UserDefined) && !s.contains("\u{2581}\u{2581}")
+                    self.kind(id) == Some(PieceType::Normal) && !s.contains("\u{2581}\u{2581}")
                 })
                 .map(|(s, &id)| (s.as_str(), id))
                 .chain(
@@ -1703,6 +1766,111 @@ mod tests {
         }
         assert!(short > 10_000, "{short}");
         assert!(warm_rounds > 200, "{warm_rounds}");
+    }
+
+    /// Every table of two builds of one vocabulary, and their answers on `texts`, are equal.
+    fn assert_same_build(a: &SpBpe, b: &SpBpe, pieces: &[PieceEntry], texts: &[String]) {
+        assert_eq!(a.kinds, b.kinds);
+        assert_eq!(a.lens, b.lens);
+        assert_eq!((a.unk_id, a.byte_fallback), (b.unk_id, b.byte_fallback));
+        assert_eq!(a.byte_ids, b.byte_ids);
+        assert_eq!(a.key_out, b.key_out);
+        assert_eq!(a.dead_is_unk, b.dead_is_unk);
+        assert_eq!(a.ranks, b.ranks);
+        assert_eq!(
+            (a.has_unused, a.cut, a.chunks),
+            (b.has_unused, b.cut, b.chunks)
+        );
+        assert_eq!(a.virtual_chars, b.virtual_chars);
+        assert_eq!(
+            (a.space_runs_last, a.space_key),
+            (b.space_runs_last, b.space_key)
+        );
+        assert_eq!(a.ascii_live, b.ascii_live);
+        assert_eq!(a.glue, b.glue);
+        let sorted = |t: &PairTable| {
+            let mut e = t.entries();
+            e.sort_unstable();
+            e
+        };
+        assert_eq!(sorted(&a.pairs), sorted(&b.pairs));
+        for p in pieces {
+            assert_eq!(
+                a.piece_to_id(&p.piece),
+                b.piece_to_id(&p.piece),
+                "{:?}",
+                p.piece
+            );
+            let bytes = p.piece.as_bytes();
+            let mut i = 0;
+            while i < bytes.len() {
+                let (ka, len) = a.chars.at(bytes, i);
+                assert_eq!(ka, b.chars.at(bytes, i).0);
+                i += len;
+            }
+        }
+        assert_eq!(a.backtracker().is_some(), b.backtracker().is_some());
+        for t in texts {
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            a.segment(t, &mut x).unwrap();
+            b.segment(t, &mut y).unwrap();
+            assert_eq!(x, y, "{t:?}");
+        }
+    }
+
+    /// The processor's one map (`with_lookup`) builds the same segmenter as `new`'s own
+    /// maps: on random vocabularies whose strings are all distinct, and on the real BPE
+    /// models of the shared data.
+    #[test]
+    fn shared_lookup_builds_the_same_segmenter() {
+        let mut next = crate::test_rng(0x5A4E_D100_C0C0_0001);
+        let mut shared = 0;
+        for _ in 0..400 {
+            let (general, pieces) = random_model(&mut next);
+            let mut normal = AHashMap::new();
+            for (i, p) in pieces.iter().enumerate() {
+                normal.entry(p.piece.clone()).or_insert(i as u32);
+            }
+            if normal.len() != pieces.len() {
+                continue;
+            }
+            let lookup = Arc::new(PieceLookup {
+                normal,
+                unk_id: 0,
+                ..Default::default()
+            });
+            let fast = SpBpe::with_lookup(&pieces, 0, general.byte_fallback, &lookup).unwrap();
+            assert!(Arc::ptr_eq(&fast.lookup, &lookup));
+            let texts: Vec<String> = (0..20)
+                .map(|_| {
+                    (0..1 + next() % 60)
+                        .map(|_| ['a', 'b', 'c', '\u{2581}', 'é', 'x'][(next() % 6) as usize])
+                        .collect()
+                })
+                .collect();
+            assert_same_build(&fast, &general, &pieces, &texts);
+            shared += 1;
+        }
+        assert!(shared > 300, "{shared}");
+        let dir = crate::test_data_dir();
+        let text = "Hello world, this is a test.\n\tfn main() { println!(\"x\"); } 日本語 ñ 😀";
+        for file in [
+            "llama2/tokenizer.model",
+            "mistral-7b-v0.3/tokenizer.model.v3",
+            "bpemb-en/en.wiki.bpe.vs100000.model",
+            "hf-transformers-fixtures/test_sentencepiece_bpe.model",
+        ] {
+            let Ok(bytes) = std::fs::read(format!("{dir}/{file}")) else {
+                eprintln!("skipped: {file} not found");
+                continue;
+            };
+            let sp = crate::sentencepiece::SentencePiece::from_model_bytes(&bytes).unwrap();
+            let fast = sp.bpe.as_ref().unwrap();
+            assert!(Arc::ptr_eq(&fast.lookup, &sp.lookup), "{file}");
+            let general = SpBpe::new(&sp.data.pieces, sp.unk_id, sp.data.byte_fallback).unwrap();
+            let texts: Vec<String> = text.split(' ').map(|w| format!("\u{2581}{w}")).collect();
+            assert_same_build(fast, &general, &sp.data.pieces, &texts);
+        }
     }
 
     /// A new model segments short spans without building its encoder, and builds it once

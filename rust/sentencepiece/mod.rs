@@ -310,10 +310,12 @@ impl SentencePiece {
         };
         let lookup = Arc::new(lookup);
         let bpe = match data.model_type {
-            ModelType::Bpe => Some(Arc::new(bpe::SpBpe::new(
+            // The one map of a BPE model (no string twice) serves the segmenter too.
+            ModelType::Bpe => Some(Arc::new(bpe::SpBpe::with_lookup(
                 &data.pieces,
                 unk_id,
                 data.byte_fallback,
+                &lookup,
             )?)),
             _ => None,
         };
