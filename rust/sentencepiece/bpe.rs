@@ -234,6 +234,16 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
+/// The one character of `s`, if it has exactly one.
+#[inline]
+fn single_char(s: &str) -> Option<char> {
+    let mut cs = s.chars();
+    match (cs.next(), cs.next()) {
+        (Some(c), None) => Some(c),
+        _ => None,
+    }
+}
+
 fn is_mergeable(kind: PieceType) -> bool {
     matches!(
         kind,
@@ -381,19 +391,20 @@ impl SpBpe {
         let mut pairs: Vec<(u32, u32, u32)> = Vec::new();
         let mut unused_splits: AHashMap<u32, u32> = AHashMap::new();
         let (mut cross_before, mut cross_after) = (false, false);
-        // The lookup id of a symbol string, if it can be a symbol: a mergeable piece, or any
-        // single character.
-        let mut symbol_id = |s: &str, sb: &SpBpe| -> Option<u32> {
-            if let Some(id) = Self::mergeable_id(&sb.lookup, &sb.kinds, s) {
-                let mut cs = s.chars();
-                if let (Some(c), None) = (cs.next(), cs.next()) {
-                    char_ids.insert(c, id);
+        // Every single-character mergeable piece is its character's key (the one string
+        // `normal` gives that id); other characters get virtual keys as splits meet them.
+        for (i, p) in pieces.iter().enumerate() {
+            if let (true, Some(c)) = (is_mergeable(p.kind), single_char(&p.piece)) {
+                if sb.lookup.normal.get(&p.piece) == Some(&(i as u32)) {
+                    char_ids.insert(c, i as u32);
                 }
-                return Some(id);
             }
-            let mut cs = s.chars();
-            let (Some(c), None) = (cs.next(), cs.next()) else {
-                return None;
+        }
+        // The lookup id of a symbol string, if it can be a symbol: any single character (a
+        // mergeable piece's key, or a virtual one), or a mergeable piece.
+        let mut symbol_id = |s: &str, sb: &SpBpe| -> Option<u32> {
+            let Some(c) = single_char(s) else {
+                return Self::mergeable_id(&sb.lookup, &sb.kinds, s);
             };
             Some(*char_ids.entry(c).or_insert_with(|| {
                 virtual_out.push(sb.piece_to_id(s));
@@ -412,7 +423,16 @@ impl SpBpe {
             }
             for (b, _) in p.piece.char_indices().skip(1) {
                 let (l, r) = p.piece.split_at(b);
-                let (Some(lid), Some(rid)) = (symbol_id(l, &sb), symbol_id(r, &sb)) else {
+                // A right part is looked up even when the left one is no symbol if it is a
+                // single character (which then gets its key); a longer one only matters in
+                // a pair.
+                let lid = symbol_id(l, &sb);
+                let rid = if lid.is_some() || single_char(r).is_some() {
+                    symbol_id(r, &sb)
+                } else {
+                    None
+                };
+                let (Some(lid), Some(rid)) = (lid, rid) else {
                     continue;
                 };
                 pairs.push((lid, rid, i as u32));
@@ -428,15 +448,6 @@ impl SpBpe {
                 let (l, r) = p.piece.split_at(b);
                 cross_before |= !l.ends_with('\u{2581}') && r.starts_with('\u{2581}');
                 cross_after |= l.ends_with('\u{2581}') && !r.starts_with('\u{2581}');
-            }
-        }
-        // Single-character mergeable pieces that no split mentions still need their id.
-        for (i, p) in pieces.iter().enumerate() {
-            let mut cs = p.piece.chars();
-            if let (true, Some(c), None) = (is_mergeable(p.kind), cs.next(), cs.next()) {
-                if sb.lookup.normal.get(&p.piece) == Some(&(i as u32)) {
-                    char_ids.entry(c).or_insert(i as u32);
-                }
             }
         }
         if virtual_out.len() as u64 + u64::from(n) >= u64::from(DEAD) {
