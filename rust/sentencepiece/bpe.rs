@@ -234,6 +234,42 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
+/// Each piece's score rank: how many distinct scores (in `f32::total_cmp`'s order, -0.0
+/// counted as 0.0) are higher. One sort of (score key, id) integers, then one pass.
+fn score_ranks(pieces: &[PieceEntry]) -> Vec<u32> {
+    // `total_cmp`'s order as an unsigned integer (the standard transform), inverted so
+    // that the highest score sorts first.
+    let key = |s: f32| {
+        let bits = if s == 0.0 { 0 } else { s.to_bits() };
+        let ascending = if bits >> 31 == 1 {
+            !bits
+        } else {
+            bits | 1 << 31
+        };
+        !ascending
+    };
+    let mut order: Vec<u64> = pieces
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (u64::from(key(p.score)) << 32) | i as u64)
+        .collect();
+    order.sort_unstable();
+    let mut ranks = vec![0u32; pieces.len()];
+    let mut rank = 0u32;
+    let mut prev = None;
+    for &k in &order {
+        let score = (k >> 32) as u32;
+        if prev.is_some_and(|p| p != score) {
+            rank += 1;
+        }
+        prev = Some(score);
+        if let Some(r) = ranks.get_mut((k & u64::from(u32::MAX)) as usize) {
+            *r = rank;
+        }
+    }
+    ranks
+}
+
 /// The one character of `s`, if it has exactly one.
 #[inline]
 fn single_char(s: &str) -> Option<char> {
@@ -352,14 +388,7 @@ impl SpBpe {
 
         // Scores → ranks: equal float32 scores share a rank, so ties go to the leftmost pair.
         // (-0.0 and 0.0 compare equal in sentencepiece's float comparison.)
-        let norm = |s: f32| if s == 0.0 { 0.0 } else { s };
-        let mut scores: Vec<f32> = pieces.iter().map(|p| norm(p.score)).collect();
-        scores.sort_unstable_by(|a, b| b.total_cmp(a));
-        scores.dedup_by(|a, b| a.total_cmp(b).is_eq());
-        let rank_of = |s: f32| -> u32 {
-            let s = norm(s);
-            scores.binary_search_by(|x| s.total_cmp(x)).unwrap_or(0) as u32
-        };
+        let ranks = score_ranks(pieces);
 
         let mut sb = SpBpe {
             lookup,
@@ -373,7 +402,7 @@ impl SpBpe {
             key_out: Vec::new(),
             dead_is_unk: false,
             pairs: PairTable::new(&[], 0, &[]),
-            ranks: pieces.iter().map(|p| rank_of(p.score)).collect(),
+            ranks,
             has_unused: false,
             cut: Cut::Never,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
@@ -1777,6 +1806,47 @@ mod tests {
         }
         assert!(short > 10_000, "{short}");
         assert!(warm_rounds > 200, "{warm_rounds}");
+    }
+
+    #[test]
+    fn score_ranks_count_the_higher_distinct_scores() {
+        let mut next = crate::test_rng(0x0005_C0BE_5000_0001);
+        let special = [
+            0.0,
+            -0.0,
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e-45,
+        ];
+        for _ in 0..200 {
+            let pieces: Vec<PieceEntry> = (0..1 + next() % 300)
+                .map(|_| PieceEntry {
+                    piece: "x".into(),
+                    score: match next() % 4 {
+                        0 => special[(next() % 7) as usize],
+                        1 => -((next() % 20) as f32),
+                        _ => f32::from_bits(next() as u32),
+                    },
+                    kind: PieceType::Normal,
+                })
+                .collect();
+            let norm = |s: f32| if s == 0.0 { 0.0 } else { s };
+            let mut scores: Vec<f32> = pieces.iter().map(|p| norm(p.score)).collect();
+            scores.sort_unstable_by(|a, b| b.total_cmp(a));
+            scores.dedup_by(|a, b| a.total_cmp(b).is_eq());
+            let want: Vec<u32> = pieces
+                .iter()
+                .map(|p| {
+                    scores
+                        .iter()
+                        .filter(|&&x| x.total_cmp(&norm(p.score)).is_gt())
+                        .count() as u32
+                })
+                .collect();
+            assert_eq!(score_ranks(&pieces), want);
+        }
     }
 
     /// Every table of two builds of one vocabulary, and their answers on `texts`, are equal.
