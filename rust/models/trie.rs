@@ -140,11 +140,35 @@ impl Trie {
                 b[..n].copy_from_slice(&k[..n]);
                 u64::from_be_bytes(b)
             };
-            let mut keyed: Vec<(u64, &[u8], u32)> =
-                entries.iter().map(|&(k, v)| (head(k), k, v)).collect();
-            keyed.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
-            entries.clear();
-            entries.extend(keyed.into_iter().map(|(_, k, v)| (k, v)));
+            // The stable order is the order by (key, position): sort (head, position) pairs
+            // without a comparison callback, then put each run of equal heads (rare: keys
+            // sharing their first eight bytes, or differing only in trailing zero bytes and
+            // length) in that order by the whole keys.
+            let mut keyed: Vec<(u64, u32)> = entries
+                .iter()
+                .enumerate()
+                .map(|(i, &(k, _))| (head(k), i as u32))
+                .collect();
+            keyed.sort_unstable();
+            let key = |i: u32| entries.get(i as usize).map_or(&[][..], |e| e.0);
+            let mut from = 0;
+            while from < keyed.len() {
+                let h = keyed[from].0;
+                let mut to = from + 1;
+                while to < keyed.len() && keyed[to].0 == h {
+                    to += 1;
+                }
+                if to - from > 1 {
+                    keyed[from..to]
+                        .sort_unstable_by(|a, b| key(a.1).cmp(key(b.1)).then(a.1.cmp(&b.1)));
+                }
+                from = to;
+            }
+            let sorted: Vec<(&[u8], u32)> = keyed
+                .iter()
+                .filter_map(|&(_, i)| entries.get(i as usize).copied())
+                .collect();
+            *entries = sorted;
         }
         entries.dedup_by(|later, earlier| {
             if later.0 == earlier.0 {
