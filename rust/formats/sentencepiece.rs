@@ -286,10 +286,104 @@ pub fn parse_model(bytes: &[u8]) -> Result<ModelData> {
             bytes.len()
         )));
     }
-    prescan(bytes)?;
-    let proto = ModelProto::decode(bytes)
-        .map_err(|e| Error::invalid(format!("SentencePiece model: {e}")))?;
+    let count = prescan(bytes)?;
+    let proto = match decode_plain(bytes, count) {
+        Some(p) => p,
+        None => ModelProto::decode(bytes)
+            .map_err(|e| Error::invalid(format!("SentencePiece model: {e}")))?,
+    };
     model_data_from_proto(proto)
+}
+
+/// A varint of at most five bytes that fits in 32 bits (a length, a tag, an `int32` that
+/// is not negative), else `None`.
+#[inline]
+fn varint32(buf: &[u8], pos: &mut usize) -> Option<u32> {
+    let mut v: u32 = 0;
+    for i in 0..5 {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        if i == 4 && b > 0x0f {
+            return None;
+        }
+        v |= u32::from(b & 0x7f) << (7 * i);
+        if b < 0x80 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// One length-delimited field's bytes at `*pos` (after its tag).
+#[inline]
+fn delimited<'a>(buf: &'a [u8], pos: &mut usize) -> Option<&'a [u8]> {
+    let len = varint32(buf, pos)? as usize;
+    let out = buf.get(*pos..pos.checked_add(len)?)?;
+    *pos += len;
+    Some(out)
+}
+
+/// One `SentencePiece` message whose fields are each a piece (tag 1), a score (2) and a
+/// type (3) at most once, with their wire types; `None` for anything else.
+#[inline]
+fn decode_piece(buf: &[u8]) -> Option<SentencePieceProto> {
+    let mut p = SentencePieceProto::default();
+    let mut pos = 0;
+    while pos < buf.len() {
+        match varint32(buf, &mut pos)? {
+            0x0a if p.piece.is_none() => {
+                let b = delimited(buf, &mut pos)?;
+                p.piece = Some(std::str::from_utf8(b).ok()?.to_owned());
+            }
+            0x15 if p.score.is_none() => {
+                let b: [u8; 4] = buf.get(pos..pos + 4)?.try_into().ok()?;
+                pos += 4;
+                p.score = Some(f32::from_le_bytes(b));
+            }
+            0x18 if p.r#type.is_none() => {
+                // Up to 2^31 - 1: what prost reads as the same non-negative `int32`.
+                let v = varint32(buf, &mut pos)?;
+                p.r#type = Some(i32::try_from(v).ok()?);
+            }
+            _ => return None,
+        }
+    }
+    Some(p)
+}
+
+/// prost's decoding of a `ModelProto` for the plain layout every trainer writes: the pieces
+/// read directly (one pass, no generic field dispatch), the four settings messages each at
+/// most once and decoded by prost. `None` (and the caller decodes with prost, which gives
+/// the same value or its own error) for anything else: an unknown or repeated field, another
+/// wire type, a piece message with other fields, a varint longer than 32 bits, bad UTF-8.
+/// `count`: the number of pieces (`prescan`'s), for the vector's capacity.
+fn decode_plain(buf: &[u8], count: usize) -> Option<ModelProto> {
+    let mut m = ModelProto {
+        pieces: Vec::with_capacity(count),
+        ..ModelProto::default()
+    };
+    let mut pos = 0;
+    while pos < buf.len() {
+        let tag = varint32(buf, &mut pos)?;
+        let b = delimited(buf, &mut pos)?;
+        match tag {
+            0x0a => m.pieces.push(decode_piece(b)?),
+            0x12 if m.trainer_spec.is_none() => {
+                m.trainer_spec = Some(TrainerSpecProto::decode(b).ok()?);
+            }
+            0x1a if m.normalizer_spec.is_none() => {
+                m.normalizer_spec = Some(NormalizerSpecProto::decode(b).ok()?);
+            }
+            0x22 if m.self_test_data.is_none() => {
+                m.self_test_data = Some(SelfTestDataProto::decode(b).ok()?);
+            }
+            0x2a if m.denormalizer_spec.is_none() => {
+                m.denormalizer_spec = Some(NormalizerSpecProto::decode(b).ok()?);
+            }
+            _ => return None,
+        }
+    }
+    Some(m)
 }
 
 fn model_data_from_proto(proto: ModelProto) -> Result<ModelData> {
@@ -436,6 +530,105 @@ mod tests {
         assert_eq!(d.unk_piece, "<unk>");
         assert_eq!(d.pieces[1].kind, PieceType::Normal);
         assert_eq!(d.pieces[1].score, -1.0);
+    }
+
+    /// `decode_plain` where it answers, against prost: the same message, or no answer where
+    /// prost fails. Compared as re-encoded bytes (NaN scores compare equal so).
+    fn plain_agrees(bytes: &[u8]) -> bool {
+        let Some(fast) = decode_plain(bytes, 0) else {
+            return false;
+        };
+        let general = ModelProto::decode(bytes).expect("decode_plain answered, prost failed");
+        assert_eq!(fast.encode_to_vec(), general.encode_to_vec());
+        true
+    }
+
+    #[test]
+    fn plain_decoding_is_prosts() {
+        let full = ModelProto {
+            pieces: vec![
+                piece("<unk>", 0.0, 2),
+                piece("▁a", -1.5, 1),
+                piece("é", f32::NAN, 4),
+                SentencePieceProto::default(),
+                SentencePieceProto {
+                    piece: Some("b".into()),
+                    ..Default::default()
+                },
+            ],
+            trainer_spec: Some(TrainerSpecProto {
+                model_type: Some(2),
+                byte_fallback: Some(true),
+                unk_piece: Some("<u>".into()),
+                ..Default::default()
+            }),
+            normalizer_spec: Some(NormalizerSpecProto {
+                name: Some("nmt_nfkc".into()),
+                precompiled_charsmap: Some(vec![1, 2, 3]),
+                add_dummy_prefix: Some(false),
+                ..Default::default()
+            }),
+            self_test_data: Some(SelfTestDataProto {
+                samples: vec![SampleProto {
+                    input: Some("x".into()),
+                    expected: Some("▁x".into()),
+                }],
+            }),
+            denormalizer_spec: Some(NormalizerSpecProto::default()),
+        }
+        .encode_to_vec();
+        assert!(plain_agrees(&full));
+        assert!(plain_agrees(&tiny()));
+        // Every real and generated `.model` of the shared data takes the plain path.
+        let dir = crate::test_data_dir();
+        let mut files = 0;
+        let mut stack = vec![std::path::PathBuf::from(&dir)];
+        while let Some(d) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let path = e.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|x| x == "model")
+                    || path.to_string_lossy().ends_with(".model.v3")
+                {
+                    let bytes = std::fs::read(&path).unwrap_or_default();
+                    if ModelProto::decode(&bytes[..]).is_ok() {
+                        assert!(plain_agrees(&bytes), "{}", path.display());
+                        files += 1;
+                    }
+                }
+            }
+        }
+        eprintln!("{files} model files");
+        // Mutated messages: a byte changed, inserted or dropped, or the message cut.
+        let mut next = crate::test_rng(0x0DEC_0DE0_9A17_0001);
+        let (mut answered, mut refused) = (0, 0);
+        for round in 0..20_000 {
+            let mut b = if round % 2 == 0 { full.clone() } else { tiny() };
+            for _ in 0..1 + next() % 3 {
+                let i = (next() as usize) % b.len();
+                match next() % 4 {
+                    0 => b[i] = next() as u8,
+                    1 => b.insert(i, next() as u8),
+                    2 => {
+                        b.remove(i);
+                    }
+                    _ => b.truncate(i),
+                }
+                if b.is_empty() {
+                    break;
+                }
+            }
+            if plain_agrees(&b) {
+                answered += 1;
+            } else {
+                refused += 1;
+            }
+        }
+        assert!(answered > 1000 && refused > 1000, "{answered} {refused}");
     }
 
     #[test]

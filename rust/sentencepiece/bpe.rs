@@ -14,13 +14,15 @@ use super::bpe_tables::{
     merge_short, with_span_table, CharKeys, PairTable, SpanTable, CACHE_MAX_SPAN, DEAD,
     LONG_MAX_SPAN, SHORT,
 };
+use super::simple::PieceLookup;
 use super::vocab::{PieceEntry, PieceType, Segmenter, SpPiece};
 use crate::error::{Error, Result};
 use crate::models::bpe::backtrack::{Backtrack, Lazy};
 use crate::models::bpe::engine::Word;
 use ahash::AHashMap;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// A byte trie over the user-defined pieces, for longest-prefix matching.
 #[derive(Default)]
@@ -73,10 +75,12 @@ impl PrefixMatcher {
 }
 
 pub struct SpBpe {
-    /// NORMAL / USER_DEFINED / UNUSED pieces (the merge targets).
-    pieces: AHashMap<String, u32>,
-    /// CONTROL / UNKNOWN / BYTE pieces; they win over `pieces` when mapping a string to an id.
-    reserved: AHashMap<String, u32>,
+    /// String → id: `normal` holds every NORMAL / USER_DEFINED / UNUSED piece (the merge
+    /// targets), `reserved` the CONTROL / UNKNOWN / BYTE ones, which win when mapping a
+    /// string to an id. Shared with the processor (`with_lookup`), `normal` holds every
+    /// piece and `reserved` none: no string repeats there, so the answers are the same, and
+    /// a merge target is a `normal` entry of a mergeable kind (`mergeable_id`).
+    lookup: Arc<PieceLookup>,
     kinds: Vec<PieceType>,
     /// Byte length of each piece.
     lens: Vec<u32>,
@@ -107,6 +111,9 @@ pub struct SpBpe {
     virtual_chars: Vec<char>,
     /// The encoder for long spans (see `merge_long`), built on first use.
     backtrack: Lazy,
+    /// Short spans missed by the span cache while `backtrack` was not built yet (see
+    /// `short_backtracker`).
+    short_misses: AtomicU32,
     /// Every multi-character mergeable piece containing `▁▁` is all `▁` and ranks after
     /// every other one (Llama's whitespace runs; see `merge_space_run`).
     space_runs_last: bool,
@@ -153,6 +160,10 @@ enum Cut {
 /// Spans longer than this many symbols (or any span of a vocabulary with UNUSED pieces) go
 /// to the heap engine.
 const _: () = assert!(SHORT >= 2);
+
+/// Short spans that take the merge loop before the backtracking encoder is built for them
+/// (see `SpBpe::short_backtracker`).
+const WARM_MISSES: u32 = 4096;
 
 /// `▁` in UTF-8.
 const SPACE: &[u8] = "\u{2581}".as_bytes();
@@ -223,22 +234,75 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
+/// Each piece's score rank: how many distinct scores (in `f32::total_cmp`'s order, -0.0
+/// counted as 0.0) are higher. One sort of (score key, id) integers, then one pass.
+fn score_ranks(pieces: &[PieceEntry]) -> Vec<u32> {
+    // `total_cmp`'s order as an unsigned integer (the standard transform), inverted so
+    // that the highest score sorts first.
+    let key = |s: f32| {
+        let bits = if s == 0.0 { 0 } else { s.to_bits() };
+        let ascending = if bits >> 31 == 1 {
+            !bits
+        } else {
+            bits | 1 << 31
+        };
+        !ascending
+    };
+    let mut order: Vec<u64> = pieces
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (u64::from(key(p.score)) << 32) | i as u64)
+        .collect();
+    order.sort_unstable();
+    let mut ranks = vec![0u32; pieces.len()];
+    let mut rank = 0u32;
+    let mut prev = None;
+    for &k in &order {
+        let score = (k >> 32) as u32;
+        if prev.is_some_and(|p| p != score) {
+            rank += 1;
+        }
+        prev = Some(score);
+        if let Some(r) = ranks.get_mut((k & u64::from(u32::MAX)) as usize) {
+            *r = rank;
+        }
+    }
+    ranks
+}
+
+/// The one character of `s`, if it has exactly one.
+#[inline]
+fn single_char(s: &str) -> Option<char> {
+    let mut cs = s.chars();
+    match (cs.next(), cs.next()) {
+        (Some(c), None) => Some(c),
+        _ => None,
+    }
+}
+
+fn is_mergeable(kind: PieceType) -> bool {
+    matches!(
+        kind,
+        PieceType::Normal | PieceType::UserDefined | PieceType::Unused
+    )
+}
+
 impl SpBpe {
+    /// The segmenter of `pieces` with its own string maps (a string may be both a mergeable
+    /// piece and a reserved one; reserved wins, as in `piece_to_id`).
     pub fn new(pieces: &[PieceEntry], unk_id: u32, byte_fallback: bool) -> Result<SpBpe> {
-        let n = u32::try_from(pieces.len())
-            .map_err(|_| Error::invalid("sentencepiece BPE: too many pieces"))?;
         let mut normal: AHashMap<String, u32> = AHashMap::with_capacity(pieces.len());
         let mut reserved: AHashMap<String, u32> = AHashMap::new();
-        let mut kinds = Vec::with_capacity(pieces.len());
         for (i, p) in pieces.iter().enumerate() {
             if p.piece.is_empty() {
                 return Err(Error::invalid(format!(
                     "sentencepiece BPE: piece {i} must not be empty"
                 )));
             }
-            let map = match p.kind {
-                PieceType::Normal | PieceType::UserDefined | PieceType::Unused => &mut normal,
-                _ => &mut reserved,
+            let map = if is_mergeable(p.kind) {
+                &mut normal
+            } else {
+                &mut reserved
             };
             if map.insert(p.piece.clone(), i as u32).is_some() {
                 return Err(Error::invalid(format!(
@@ -246,8 +310,55 @@ impl SpBpe {
                     p.piece
                 )));
             }
-            kinds.push(p.kind);
         }
+        let lookup = PieceLookup {
+            reserved,
+            normal,
+            unused: Default::default(),
+            unk_id,
+        };
+        Self::build(pieces, unk_id, byte_fallback, Arc::new(lookup))
+    }
+
+    /// The segmenter of `pieces` over the processor's lookup, which must hold every piece
+    /// once in `normal` (`SentencePiece::from_data` for BPE: one map, no string twice, no
+    /// empty piece) with `unk_id`: no second set of string maps is built. Anything else
+    /// (a `reserved` map, a skipped NUL placeholder, another unknown id) goes to `new`.
+    pub(crate) fn with_lookup(
+        pieces: &[PieceEntry],
+        unk_id: u32,
+        byte_fallback: bool,
+        lookup: &Arc<PieceLookup>,
+    ) -> Result<SpBpe> {
+        let complete = lookup.reserved.is_empty()
+            && lookup.unk_id == unk_id
+            && lookup.normal.len() == pieces.len()
+            && !pieces.iter().any(|p| p.piece.is_empty());
+        if !complete {
+            return Self::new(pieces, unk_id, byte_fallback);
+        }
+        Self::build(pieces, unk_id, byte_fallback, Arc::clone(lookup))
+    }
+
+    /// Whether `s` is a merge target, and its id.
+    #[inline]
+    fn mergeable_id(lookup: &PieceLookup, kinds: &[PieceType], s: &str) -> Option<u32> {
+        let &id = lookup.normal.get(s)?;
+        kinds
+            .get(id as usize)
+            .is_some_and(|&k| is_mergeable(k))
+            .then_some(id)
+    }
+
+    fn build(
+        pieces: &[PieceEntry],
+        unk_id: u32,
+        byte_fallback: bool,
+        lookup: Arc<PieceLookup>,
+    ) -> Result<SpBpe> {
+        let n = u32::try_from(pieces.len())
+            .map_err(|_| Error::invalid("sentencepiece BPE: too many pieces"))?;
+        let kinds: Vec<PieceType> = pieces.iter().map(|p| p.kind).collect();
         if kinds.get(unk_id as usize) != Some(&PieceType::Unknown) {
             return Err(Error::invalid(format!(
                 "sentencepiece BPE: unk id {unk_id} is not an UNKNOWN piece"
@@ -257,7 +368,7 @@ impl SpBpe {
         if byte_fallback {
             for (b, slot) in byte_ids.iter_mut().enumerate() {
                 let s = byte_piece(b as u8);
-                match reserved.get(&s).or_else(|| normal.get(&s)) {
+                match lookup.get(&s).as_ref() {
                     Some(&id) if kinds[id as usize] == PieceType::Byte => *slot = id,
                     _ => {
                         return Err(Error::invalid(
@@ -277,18 +388,10 @@ impl SpBpe {
 
         // Scores → ranks: equal float32 scores share a rank, so ties go to the leftmost pair.
         // (-0.0 and 0.0 compare equal in sentencepiece's float comparison.)
-        let norm = |s: f32| if s == 0.0 { 0.0 } else { s };
-        let mut scores: Vec<f32> = pieces.iter().map(|p| norm(p.score)).collect();
-        scores.sort_unstable_by(|a, b| b.total_cmp(a));
-        scores.dedup_by(|a, b| a.total_cmp(b).is_eq());
-        let rank_of = |s: f32| -> u32 {
-            let s = norm(s);
-            scores.binary_search_by(|x| s.total_cmp(x)).unwrap_or(0) as u32
-        };
+        let ranks = score_ranks(pieces);
 
         let mut sb = SpBpe {
-            pieces: AHashMap::new(),
-            reserved,
+            lookup,
             lens: pieces.iter().map(|p| p.piece.len() as u32).collect(),
             kinds,
             unk_id,
@@ -299,12 +402,13 @@ impl SpBpe {
             key_out: Vec::new(),
             dead_is_unk: false,
             pairs: PairTable::new(&[], 0, &[]),
-            ranks: pieces.iter().map(|p| rank_of(p.score)).collect(),
+            ranks,
             has_unused: false,
             cut: Cut::Never,
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             virtual_chars: Vec::new(),
             backtrack: Lazy::default(),
+            short_misses: AtomicU32::new(0),
             space_runs_last: false,
             space_key: DEAD,
             ascii_live: [false; 256],
@@ -316,19 +420,20 @@ impl SpBpe {
         let mut pairs: Vec<(u32, u32, u32)> = Vec::new();
         let mut unused_splits: AHashMap<u32, u32> = AHashMap::new();
         let (mut cross_before, mut cross_after) = (false, false);
-        // The lookup id of a symbol string, if it can be a symbol: a mergeable piece, or any
-        // single character.
-        let mut symbol_id = |s: &str, sb: &SpBpe| -> Option<u32> {
-            if let Some(&id) = normal.get(s) {
-                let mut cs = s.chars();
-                if let (Some(c), None) = (cs.next(), cs.next()) {
-                    char_ids.insert(c, id);
+        // Every single-character mergeable piece is its character's key (the one string
+        // `normal` gives that id); other characters get virtual keys as splits meet them.
+        for (i, p) in pieces.iter().enumerate() {
+            if let (true, Some(c)) = (is_mergeable(p.kind), single_char(&p.piece)) {
+                if sb.lookup.normal.get(&p.piece) == Some(&(i as u32)) {
+                    char_ids.insert(c, i as u32);
                 }
-                return Some(id);
             }
-            let mut cs = s.chars();
-            let (Some(c), None) = (cs.next(), cs.next()) else {
-                return None;
+        }
+        // The lookup id of a symbol string, if it can be a symbol: any single character (a
+        // mergeable piece's key, or a virtual one), or a mergeable piece.
+        let mut symbol_id = |s: &str, sb: &SpBpe| -> Option<u32> {
+            let Some(c) = single_char(s) else {
+                return Self::mergeable_id(&sb.lookup, &sb.kinds, s);
             };
             Some(*char_ids.entry(c).or_insert_with(|| {
                 virtual_out.push(sb.piece_to_id(s));
@@ -347,7 +452,16 @@ impl SpBpe {
             }
             for (b, _) in p.piece.char_indices().skip(1) {
                 let (l, r) = p.piece.split_at(b);
-                let (Some(lid), Some(rid)) = (symbol_id(l, &sb), symbol_id(r, &sb)) else {
+                // A right part is looked up even when the left one is no symbol if it is a
+                // single character (which then gets its key); a longer one only matters in
+                // a pair.
+                let lid = symbol_id(l, &sb);
+                let rid = if lid.is_some() || single_char(r).is_some() {
+                    symbol_id(r, &sb)
+                } else {
+                    None
+                };
+                let (Some(lid), Some(rid)) = (lid, rid) else {
                     continue;
                 };
                 pairs.push((lid, rid, i as u32));
@@ -363,13 +477,6 @@ impl SpBpe {
                 let (l, r) = p.piece.split_at(b);
                 cross_before |= !l.ends_with('\u{2581}') && r.starts_with('\u{2581}');
                 cross_after |= l.ends_with('\u{2581}') && !r.starts_with('\u{2581}');
-            }
-        }
-        // Single-character mergeable pieces that no split mentions still need their id.
-        for (s, &id) in &normal {
-            let mut cs = s.chars();
-            if let (Some(c), None) = (cs.next(), cs.next()) {
-                char_ids.entry(c).or_insert(id);
             }
         }
         if virtual_out.len() as u64 + u64::from(n) >= u64::from(DEAD) {
@@ -400,12 +507,11 @@ impl SpBpe {
                 *slot = c;
             }
         }
-        sb.pieces = normal;
         sb.key_out = (0..n)
             .map(|k| match sb.kinds.get(k as usize) {
                 Some(PieceType::Normal | PieceType::UserDefined | PieceType::Unused) => pieces
                     .get(k as usize)
-                    .and_then(|p| sb.reserved.get(&p.piece))
+                    .and_then(|p| sb.lookup.reserved.get(&p.piece))
                     .copied()
                     .unwrap_or(k),
                 // Not a key (keys below n are mergeable pieces).
@@ -436,18 +542,21 @@ impl SpBpe {
         if sb.chunks {
             sb.glue = sb.glue_bits(pieces);
         }
-        sb.dead_is_unk =
-            sb.user_defined.is_empty() && !sb.reserved.keys().any(|s| s.chars().nth(1).is_none());
+        sb.dead_is_unk = sb.user_defined.is_empty()
+            && !sb
+                .lookup
+                .reserved
+                .keys()
+                .any(|s| s.chars().nth(1).is_none())
+            && !pieces
+                .iter()
+                .any(|p| !is_mergeable(p.kind) && p.piece.chars().nth(1).is_none());
         Ok(sb)
     }
 
     /// sentencepiece's PieceToId: reserved pieces first, then the others, else unk.
     fn piece_to_id(&self, s: &str) -> u32 {
-        self.reserved
-            .get(s)
-            .or_else(|| self.pieces.get(s))
-            .copied()
-            .unwrap_or(self.unk_id)
+        self.lookup.get(s).unwrap_or(self.unk_id)
     }
 
     /// The output id of a live symbol with lookup key `key` and text `text`: what
@@ -909,11 +1018,13 @@ impl SpBpe {
         self.backtrack.get_or_build(|| {
             let n = self.kinds.len() as u32;
             let chars: Vec<String> = self.virtual_chars.iter().map(|c| c.to_string()).collect();
+            // The NORMAL pieces (no UNUSED ones here), in no particular order.
             let vocab = self
-                .pieces
+                .lookup
+                .normal
                 .iter()
                 .filter(|&(s, &id)| {
-                    self.kind(id) != Some(PieceType::UserDefined) && !s.contains("\u{2581}\u{2581}")
+                    self.kind(id) == Some(PieceType::Normal) && !s.contains("\u{2581}\u{2581}")
                 })
                 .map(|(s, &id)| (s.as_str(), id))
                 .chain(
@@ -939,11 +1050,30 @@ impl SpBpe {
         })
     }
 
-    /// A span of live symbols without `▁▁` by the backtracking encoder, its pieces pushed
-    /// from `base` on; false (and nothing pushed) when there is none or it gives up.
+    /// The backtracking encoder for a short span (at most `4 * SHORT` bytes), which the
+    /// merge loop segments alike (the encoder only saves instructions there): the encoder
+    /// once it is built, else `None` until it has been asked `WARM_MISSES` times (a missed
+    /// span asks up to three times on its way to the merge loop), then built.
+    /// Building walks the whole vocabulary (~70M instructions for Llama 2, more than the
+    /// load), which a tokenizer loaded to encode a few texts should not pay on its first
+    /// word; a span of more than `SHORT` symbols still builds it at once (`merge_long`).
+    #[inline]
+    fn short_backtracker(&self) -> Option<&Backtrack> {
+        if let Some(bt) = self.backtrack.get() {
+            return Some(bt);
+        }
+        if self.short_misses.fetch_add(1, Ordering::Relaxed) < WARM_MISSES {
+            return None;
+        }
+        self.backtracker()
+    }
+
+    /// A span of live symbols without `▁▁` by the backtracking encoder (`short_backtracker`),
+    /// its pieces pushed from `base` on; false (and nothing pushed) when there is none, it
+    /// is not built yet, or it gives up.
     #[inline]
     fn backtrack_span(&self, bytes: &[u8], base: usize, sc: &mut Scratch) -> bool {
-        let Some(bt) = self.backtracker() else {
+        let Some(bt) = self.short_backtracker() else {
             return false;
         };
         let start = sc.out_ids.len();
@@ -1654,9 +1784,14 @@ mod tests {
     #[test]
     fn short_spans_match_the_heap_on_random_vocabularies() {
         let mut next = crate::test_rng(0x7A11_5EED_0BAD_F00D);
-        let mut short = 0;
+        let (mut short, mut warm_rounds) = (0, 0);
         for round in 0..1500 {
             let m = random_model(&mut next);
+            // Every other model has its encoder built first, so that short ASCII spans take
+            // it (`short_backtracker`); the others keep the merge loop, as a new model does.
+            if round % 2 == 0 && m.0.backtracker().is_some() {
+                warm_rounds += 1;
+            }
             for _ in 0..12 {
                 let len = 1 + (next() % 40) as usize;
                 let t: String = (0..len)
@@ -1670,6 +1805,182 @@ mod tests {
             }
         }
         assert!(short > 10_000, "{short}");
+        assert!(warm_rounds > 200, "{warm_rounds}");
+    }
+
+    #[test]
+    fn score_ranks_count_the_higher_distinct_scores() {
+        let mut next = crate::test_rng(0x0005_C0BE_5000_0001);
+        let special = [
+            0.0,
+            -0.0,
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e-45,
+        ];
+        for _ in 0..200 {
+            let pieces: Vec<PieceEntry> = (0..1 + next() % 300)
+                .map(|_| PieceEntry {
+                    piece: "x".into(),
+                    score: match next() % 4 {
+                        0 => special[(next() % 7) as usize],
+                        1 => -((next() % 20) as f32),
+                        _ => f32::from_bits(next() as u32),
+                    },
+                    kind: PieceType::Normal,
+                })
+                .collect();
+            let norm = |s: f32| if s == 0.0 { 0.0 } else { s };
+            let mut scores: Vec<f32> = pieces.iter().map(|p| norm(p.score)).collect();
+            scores.sort_unstable_by(|a, b| b.total_cmp(a));
+            scores.dedup_by(|a, b| a.total_cmp(b).is_eq());
+            let want: Vec<u32> = pieces
+                .iter()
+                .map(|p| {
+                    scores
+                        .iter()
+                        .filter(|&&x| x.total_cmp(&norm(p.score)).is_gt())
+                        .count() as u32
+                })
+                .collect();
+            assert_eq!(score_ranks(&pieces), want);
+        }
+    }
+
+    /// Every table of two builds of one vocabulary, and their answers on `texts`, are equal.
+    fn assert_same_build(a: &SpBpe, b: &SpBpe, pieces: &[PieceEntry], texts: &[String]) {
+        assert_eq!(a.kinds, b.kinds);
+        assert_eq!(a.lens, b.lens);
+        assert_eq!((a.unk_id, a.byte_fallback), (b.unk_id, b.byte_fallback));
+        assert_eq!(a.byte_ids, b.byte_ids);
+        assert_eq!(a.key_out, b.key_out);
+        assert_eq!(a.dead_is_unk, b.dead_is_unk);
+        assert_eq!(a.ranks, b.ranks);
+        assert_eq!(
+            (a.has_unused, a.cut, a.chunks),
+            (b.has_unused, b.cut, b.chunks)
+        );
+        assert_eq!(a.virtual_chars, b.virtual_chars);
+        assert_eq!(
+            (a.space_runs_last, a.space_key),
+            (b.space_runs_last, b.space_key)
+        );
+        assert_eq!(a.ascii_live, b.ascii_live);
+        assert_eq!(a.glue, b.glue);
+        let sorted = |t: &PairTable| {
+            let mut e = t.entries();
+            e.sort_unstable();
+            e
+        };
+        assert_eq!(sorted(&a.pairs), sorted(&b.pairs));
+        for p in pieces {
+            assert_eq!(
+                a.piece_to_id(&p.piece),
+                b.piece_to_id(&p.piece),
+                "{:?}",
+                p.piece
+            );
+            let bytes = p.piece.as_bytes();
+            let mut i = 0;
+            while i < bytes.len() {
+                let (ka, len) = a.chars.at(bytes, i);
+                assert_eq!(ka, b.chars.at(bytes, i).0);
+                i += len;
+            }
+        }
+        assert_eq!(a.backtracker().is_some(), b.backtracker().is_some());
+        for t in texts {
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            a.segment(t, &mut x).unwrap();
+            b.segment(t, &mut y).unwrap();
+            assert_eq!(x, y, "{t:?}");
+        }
+    }
+
+    /// The processor's one map (`with_lookup`) builds the same segmenter as `new`'s own
+    /// maps: on random vocabularies whose strings are all distinct, and on the real BPE
+    /// models of the shared data.
+    #[test]
+    fn shared_lookup_builds_the_same_segmenter() {
+        let mut next = crate::test_rng(0x5A4E_D100_C0C0_0001);
+        let mut shared = 0;
+        for _ in 0..400 {
+            let (general, pieces) = random_model(&mut next);
+            let mut normal = AHashMap::new();
+            for (i, p) in pieces.iter().enumerate() {
+                normal.entry(p.piece.clone()).or_insert(i as u32);
+            }
+            if normal.len() != pieces.len() {
+                continue;
+            }
+            let lookup = Arc::new(PieceLookup {
+                normal,
+                unk_id: 0,
+                ..Default::default()
+            });
+            let fast = SpBpe::with_lookup(&pieces, 0, general.byte_fallback, &lookup).unwrap();
+            assert!(Arc::ptr_eq(&fast.lookup, &lookup));
+            let texts: Vec<String> = (0..20)
+                .map(|_| {
+                    (0..1 + next() % 60)
+                        .map(|_| ['a', 'b', 'c', '\u{2581}', 'é', 'x'][(next() % 6) as usize])
+                        .collect()
+                })
+                .collect();
+            assert_same_build(&fast, &general, &pieces, &texts);
+            shared += 1;
+        }
+        assert!(shared > 300, "{shared}");
+        let dir = crate::test_data_dir();
+        let text = "Hello world, this is a test.\n\tfn main() { println!(\"x\"); } 日本語 ñ 😀";
+        for file in [
+            "llama2/tokenizer.model",
+            "mistral-7b-v0.3/tokenizer.model.v3",
+            "bpemb-en/en.wiki.bpe.vs100000.model",
+            "hf-transformers-fixtures/test_sentencepiece_bpe.model",
+        ] {
+            let Ok(bytes) = std::fs::read(format!("{dir}/{file}")) else {
+                eprintln!("skipped: {file} not found");
+                continue;
+            };
+            let sp = crate::sentencepiece::SentencePiece::from_model_bytes(&bytes).unwrap();
+            let fast = sp.bpe.as_ref().unwrap();
+            assert!(Arc::ptr_eq(&fast.lookup, &sp.lookup), "{file}");
+            let general = SpBpe::new(&sp.data.pieces, sp.unk_id, sp.data.byte_fallback).unwrap();
+            let texts: Vec<String> = text.split(' ').map(|w| format!("\u{2581}{w}")).collect();
+            assert_same_build(fast, &general, &sp.data.pieces, &texts);
+        }
+    }
+
+    /// A new model segments short spans without building its encoder, and builds it once
+    /// `WARM_MISSES` short spans have missed the cache; the results stay the heap's.
+    #[test]
+    fn short_spans_build_the_encoder_after_warm_up() {
+        let m = model(&["ab:-1", "ba:-2", "aab:-3", "▁a:-4", "▁ab:-5"], "ab");
+        assert!(m.0.backtrack.get().is_none());
+        let mut next = crate::test_rng(0x5EED_0FC0_1D00);
+        let mut texts = 0u32;
+        while m.0.backtrack.get().is_none() && texts < 4 * WARM_MISSES {
+            // Distinct words of up to 20 letters: almost every one misses the span cache.
+            let len = 1 + (next() % 20) as usize;
+            let w: String = (0..len)
+                .map(|_| ['a', 'b'][(next() % 2) as usize])
+                .collect();
+            let t = format!("\u{2581}{w}");
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            m.0.segment(&t, &mut a).unwrap();
+            m.0.segment_whole(&t, &mut b).unwrap();
+            assert_eq!(a, b, "{t:?}");
+            texts += 1;
+        }
+        assert!(
+            m.0.backtrack.get().is_some(),
+            "not built after {texts} texts"
+        );
+        // A missed span asks up to three times (`merge_missed`, then `merge_span` twice).
+        assert!(texts > WARM_MISSES / 3, "built after {texts} texts");
     }
 
     /// Spans cut where no merge can join (`joinable`), each part cached on its own: against

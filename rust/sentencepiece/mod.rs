@@ -109,11 +109,15 @@ fn piece_to_byte(piece: &str) -> Option<u8> {
     u8::from_str_radix(hex, 16).ok()
 }
 
-fn make_normalizer(s: &NormalizerSettings, treat_ws_as_suffix: bool) -> Result<SpNormalizer> {
+fn make_normalizer(
+    s: &NormalizerSettings,
+    treat_ws_as_suffix: bool,
+    user_defined: Option<ByteTrie>,
+) -> Result<SpNormalizer> {
     let mut n = SpNormalizer {
         charsmap: CharsMap::parse(&s.precompiled_charsmap)
             .map_err(|e| e.context("normalizer_spec"))?,
-        user_defined: None,
+        user_defined,
         add_dummy_prefix: s.add_dummy_prefix,
         remove_extra_whitespaces: s.remove_extra_whitespaces,
         escape_whitespaces: s.escape_whitespaces,
@@ -293,19 +297,25 @@ impl SentencePiece {
         } else {
             Some(ByteTrie::build(ud_keys))
         };
-        let mut normalizer = make_normalizer(&data.normalizer, data.treat_whitespace_as_suffix)?;
-        normalizer.user_defined = user_defined.clone();
-        normalizer.prepare();
+        let normalizer = make_normalizer(
+            &data.normalizer,
+            data.treat_whitespace_as_suffix,
+            user_defined.clone(),
+        )?;
         let denormalizer = match &data.denormalizer {
-            Some(d) => Some(make_normalizer(d, false).map_err(|e| e.context("denormalizer_spec"))?),
+            Some(d) => {
+                Some(make_normalizer(d, false, None).map_err(|e| e.context("denormalizer_spec"))?)
+            }
             None => None,
         };
         let lookup = Arc::new(lookup);
         let bpe = match data.model_type {
-            ModelType::Bpe => Some(Arc::new(bpe::SpBpe::new(
+            // The one map of a BPE model (no string twice) serves the segmenter too.
+            ModelType::Bpe => Some(Arc::new(bpe::SpBpe::with_lookup(
                 &data.pieces,
                 unk_id,
                 data.byte_fallback,
+                &lookup,
             )?)),
             _ => None,
         };

@@ -441,15 +441,34 @@ impl SpNormalizer {
         self.ud_free_lead = [0; 4];
         let mut bmp_plain = vec![0u64; 0x10000 / 64];
         let mut buf = [0u8; 4];
-        for cp in 0x80..0x10000u32 {
-            let Some(c) = char::from_u32(cp) else {
+        // A character is plain when no rule key is a prefix of its bytes and none starts
+        // with them. The 64 characters of a word of `bmp_plain` (code point >> 6) share all
+        // their bytes but the last (`head`), so when no rule key is a prefix of `head` and
+        // none starts with it, no key can be a prefix of one of them or start with one: all
+        // 64 are plain, without asking the charsmap per character (most words, and every one
+        // of an identity normalizer). The surrogate words are no characters and stay clear.
+        let plain = |key: &[u8]| {
+            let mut leaf = false;
+            self.charsmap.common_prefix_search(key, |_, _| leaf = true);
+            !leaf && !self.charsmap.has_prefix(key)
+        };
+        for (w, word) in bmp_plain.iter_mut().enumerate().skip(0x80 >> 6) {
+            let lo = (w as u32) << 6;
+            let Some(c) = char::from_u32(lo) else {
                 continue;
             };
             let key = c.encode_utf8(&mut buf).as_bytes();
-            let mut leaf = false;
-            self.charsmap.common_prefix_search(key, |_, _| leaf = true);
-            if !leaf && !self.charsmap.has_prefix(key) {
-                bmp_plain[cp as usize >> 6] |= 1u64 << (cp & 63);
+            if plain(key.get(..key.len() - 1).unwrap_or_default()) {
+                *word = u64::MAX;
+                continue;
+            }
+            for cp in lo..lo + 64 {
+                let Some(c) = char::from_u32(cp) else {
+                    continue;
+                };
+                if plain(c.encode_utf8(&mut buf).as_bytes()) {
+                    *word |= 1u64 << (cp & 63);
+                }
             }
         }
         // Shared: the normalizer is cloned per call on some paths.
@@ -1282,6 +1301,47 @@ mod tests {
             }
             // The table does take most characters (and leaves the NFKC ones to the walk).
             assert!(plain > 20_000 && plain < 63_000, "{plain} {file}");
+        }
+    }
+
+    #[test]
+    fn bmp_plain_by_words_is_the_per_character_rule() {
+        // `prepare` decides 64 characters at once where it can: the table must be exactly
+        // the per-character rule (no rule key is a prefix of the character's bytes, and none
+        // starts with them), for the identity and for real charsmaps.
+        let dir = crate::test_data_dir();
+        let mut maps = vec![CharsMap::default()];
+        for file in [
+            "bpemb-en/en.wiki.bpe.vs100000.model",
+            "xlnet-base-cased/spiece.model",
+            "pegasus/pegasus.model",
+        ] {
+            match std::fs::read(format!("{dir}/{file}")) {
+                Ok(bytes) => {
+                    let data = crate::formats::sentencepiece::parse_model(&bytes).unwrap();
+                    maps.push(CharsMap::parse(&data.normalizer.precompiled_charsmap).unwrap());
+                }
+                Err(_) => eprintln!("skipped: {file} not found"),
+            }
+        }
+        for charsmap in maps {
+            let mut n = SpNormalizer {
+                charsmap,
+                ..default_norm()
+            };
+            n.prepare();
+            let mut buf = [0u8; 4];
+            for cp in 0..0x10000u32 {
+                let want = cp >= 0x80
+                    && char::from_u32(cp).is_some_and(|c| {
+                        let key = c.encode_utf8(&mut buf).as_bytes();
+                        let mut leaf = false;
+                        n.charsmap.common_prefix_search(key, |_, _| leaf = true);
+                        !leaf && !n.charsmap.has_prefix(key)
+                    });
+                let got = (n.bmp_plain[cp as usize >> 6] >> (cp & 63)) & 1 == 1;
+                assert_eq!(got, want, "U+{cp:04X}");
+            }
         }
     }
 

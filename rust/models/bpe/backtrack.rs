@@ -155,6 +155,12 @@ pub struct Lazy {
 }
 
 impl Lazy {
+    /// The encoder if it has been built (and the model has one), without building it.
+    #[inline]
+    pub fn get(&self) -> Option<&Backtrack> {
+        self.cell.get().and_then(Option::as_ref)
+    }
+
     pub fn get_or_build(&self, build: impl FnOnce() -> Option<Backtrack>) -> Option<&Backtrack> {
         if let Some(b) = self.cell.get() {
             return b.as_ref();
