@@ -349,26 +349,15 @@ impl Pairs {
 
     #[inline(always)]
     fn get(&self, key: u64) -> Option<(u32, u32)> {
-        let mut i = pair_start(key, self.shift);
-        if !self.packed.is_empty() {
+        if self.is_packed() {
             // Ids of 16 bits or more are in no entry of this form.
-            let (l, r) = (key >> 32, key & 0xffff_ffff);
+            let (l, r) = ((key >> 32) as u32, key as u32);
             if l >= 0xffff || r >= 0xffff {
                 return None;
             }
-            let want = (l << 16) | r;
-            let mask = self.packed.len() - 1;
-            loop {
-                let s = *self.packed.get(i)?;
-                if s >> 32 == want {
-                    return Some((((s >> 16) & 0xffff) as u32, (s & 0xffff) as u32));
-                }
-                if s == u64::MAX {
-                    return None;
-                }
-                i = (i + 1) & mask;
-            }
+            return self.get_packed(l, r);
         }
+        let mut i = pair_start(key, self.shift);
         let mask = self.slots.len().wrapping_sub(1);
         loop {
             let s = self.slots.get(i)?;
