@@ -530,9 +530,9 @@ def run_worker(lib: str, workloads_path: str) -> None:
 
     Requests: {"op": "load", model, kind, path} -> {"version", "apis": {mode: [api, ...]}} or
     {"skip"}; {"op": "run", model, workload, variant, mode, api} -> {"secs", "cpu", "digests",
-    "ntokens"} or {"error"}; {"op": "loadtime", model} -> {"secs", "cpu"} (a fresh instance from the
-    file, ready: loaded and one first encode of a short text, which runs any lazy build) or
-    {"error"}. The orchestrator runs the libraries in turn, repetition by repetition,
+    "ntokens"} or {"error"}; {"op": "loadtime", model} -> {"secs", "cpu"} (a fresh instance
+    from the file, ready: loaded and one first encode of a short text, which runs any lazy
+    build) or {"error"}. The orchestrator runs the libraries in turn, repetition by repetition,
     so that load from other jobs on a shared machine spreads over all of them alike."""
     proto = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # whatever a library prints must not corrupt the protocol

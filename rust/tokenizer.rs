@@ -401,10 +401,7 @@ impl Tokenizer {
         let threads = crate::parallel::num_threads();
         match &*self.core {
             Backend::Json(c) => crate::cuts::plan(texts, threads, c.cuts_at_newlines.as_ref()?),
-            Backend::Sp(sp) if sp.newline_cuts_exact() => {
-                crate::cuts::plan(texts, threads, &crate::cuts::Rule::any())
-            }
-            Backend::Sp(_) => None,
+            Backend::Sp(sp) => sp.batch_plan(texts),
         }
     }
 

@@ -25,6 +25,11 @@ def _text(x: Any) -> str:
     return x.decode("utf-8") if isinstance(x, bytes) else x
 
 
+def _texts(items: list[Any]) -> list[str]:
+    """A batch as the Rust side takes it: a list of str as it is; only bytes need decoding."""
+    return items if all(type(t) is str for t in items) else [_text(t) for t in items]
+
+
 def _encode(
     sp: _SentencePiece,
     options: tuple[Any, bool, bool, bool, bool],
@@ -48,8 +53,7 @@ def _encode(
     reverse = d_reverse if reverse is None else reverse
     emit_unk_piece = d_unk if emit_unk_piece is None else emit_unk_piece
     if isinstance(input, list):
-        # The Rust side takes a list of str as it is; only bytes need decoding first.
-        texts = input if all(type(t) is str for t in input) else [_text(t) for t in input]
+        texts = _texts(input)
         if out_type is int:
             return sp.encode_ids_batch(texts, add_bos, add_eos, reverse)
         if out_type is str:
@@ -189,11 +193,8 @@ class SentencePieceProcessor:
         add_eos: bool | None,
         reverse: bool | None,
     ) -> tuple[list[str], bool, bool, bool]:
-        texts = list(texts)
-        if not all(type(t) is str for t in texts):
-            texts = [_text(t) for t in texts]
         return (
-            texts,  # type: ignore[return-value]  # every item is a str now
+            _texts(list(texts)),
             self._add_bos if add_bos is None else add_bos,
             self._add_eos if add_eos is None else add_eos,
             self._reverse if reverse is None else reverse,

@@ -47,9 +47,7 @@ impl Extra {
         }
         ids.extend(self.eos);
     }
-}
 
-impl Extra {
     /// Whether `apply` leaves ids as they are.
     fn none(self) -> bool {
         !self.reverse && self.bos.is_none() && self.eos.is_none()
@@ -84,16 +82,6 @@ impl crate::cuts::FlatEncode for (&PySentencePiece, Extra) {
 }
 
 impl PySentencePiece {
-    /// The batch with its long texts cut at newlines (`crate::cuts`), when the model allows
-    /// it and some text is long enough to be worth it.
-    fn plan<'a>(&self, texts: &[&'a str]) -> Option<crate::cuts::Plan<'a>> {
-        if !self.inner.newline_cuts_exact() {
-            return None;
-        }
-        let rule = crate::cuts::Rule::any();
-        crate::cuts::plan(texts, crate::parallel::num_threads(), &rule)
-    }
-
     fn check_id(&self, id: i64) -> PyResult<u32> {
         if id < 0 || id >= self.inner.piece_size() as i64 {
             return Err(out_of_range());
@@ -300,7 +288,7 @@ impl PySentencePiece {
     ) -> PyResult<Bound<'py, PyList>> {
         let ex = self.extra(add_bos, add_eos, reverse, false)?;
         let refs = texts.strs();
-        if let Some(plan) = self.plan(&refs) {
+        if let Some(plan) = self.inner.batch_plan(&refs) {
             // A few long texts: their pieces spread over the threads, the options applied
             // once to each whole text.
             let enc = (self, ex);
@@ -323,7 +311,9 @@ impl PySentencePiece {
         let ex = self.extra(add_bos, add_eos, reverse, false)?;
         let refs = texts.strs();
         let (ids, ends) = py
-            .detach(|| crate::cuts::flat_ids(&(self, ex), &refs, self.plan(&refs).as_ref()))
+            .detach(|| {
+                crate::cuts::flat_ids(&(self, ex), &refs, self.inner.batch_plan(&refs).as_ref())
+            })
             .map_err(to_py_err)?;
         Ok(TokenBatch::from_flat(ids, &ends))
     }

@@ -344,7 +344,7 @@ impl Pairs {
 
     /// Whether the table holds the merges (else lookups go to the map).
     fn is_built(&self) -> bool {
-        !self.packed.is_empty() || !self.slots.is_empty()
+        self.is_packed() || !self.slots.is_empty()
     }
 
     #[inline(always)]

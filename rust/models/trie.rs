@@ -343,6 +343,7 @@ impl Iterator for CommonPrefixes<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn sort_keep_last_is_a_stable_sort_by_key() {
@@ -380,8 +381,6 @@ mod tests {
             assert_eq!(got, want);
         }
     }
-
-    use super::*;
 
     fn trie(keys: &[(&str, u32)]) -> Trie {
         Trie::from_pairs(keys.iter().map(|(k, v)| (k.as_bytes(), *v)))

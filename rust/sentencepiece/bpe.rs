@@ -542,12 +542,8 @@ impl SpBpe {
         if sb.chunks {
             sb.glue = sb.glue_bits(pieces);
         }
+        // No reserved piece (CONTROL / UNKNOWN / BYTE) is a single character.
         sb.dead_is_unk = sb.user_defined.is_empty()
-            && !sb
-                .lookup
-                .reserved
-                .keys()
-                .any(|s| s.chars().nth(1).is_none())
             && !pieces
                 .iter()
                 .any(|p| !is_mergeable(p.kind) && p.piece.chars().nth(1).is_none());

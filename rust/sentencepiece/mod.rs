@@ -359,8 +359,19 @@ impl SentencePiece {
     }
 
     /// Whether `crate::cuts::Rule::any` cuts are exact for this model (see `crate::cuts`).
+    #[cfg(test)]
     pub(crate) fn newline_cuts_exact(&self) -> bool {
         self.newline_cuts
+    }
+
+    /// The batch with its long texts cut after newlines (`crate::cuts`), when the model
+    /// allows it and some text is long enough to be worth it.
+    pub(crate) fn batch_plan<'a>(&self, texts: &[&'a str]) -> Option<crate::cuts::Plan<'a>> {
+        if !self.newline_cuts {
+            return None;
+        }
+        let threads = crate::parallel::num_threads();
+        crate::cuts::plan(texts, threads, &crate::cuts::Rule::any())
     }
 
     /// The ids of `text`, a piece of a longer text that does not start it (cut after a
@@ -627,13 +638,12 @@ impl SentencePiece {
         })
     }
 
-    /// `encode_ids` for BPE: normalize, then the segmenter's ids directly. The tokens of
-    /// `encode_core` are those ids in order: BPE's `emit` already maps CONTROL symbols to
-    /// unk, fuses unknown runs and applies byte fallback, every piece covers its span, so
-    /// the token loop only copies ids (`segment_ids` repeats `emit`'s id logic exactly).
-    /// The BPE ids of `text`'s normalization without its leading `strip` (the dummy prefix
-    /// of a piece cut from a longer text; `""` for a whole text). The identity normalizer's
-    /// byte path first: a continued piece is as fast as a whole text.
+    /// `encode_ids` for BPE: normalize, drop the leading `strip` (the dummy prefix of a piece
+    /// cut from a longer text; `""` for a whole text), then the segmenter's ids directly,
+    /// by the identity normalizer's byte path when it applies. The tokens of `encode_core`
+    /// are those ids in order: BPE's `emit` already maps CONTROL symbols to unk, fuses
+    /// unknown runs and applies byte fallback, every piece covers its span, so the token
+    /// loop only copies ids (`segment_ids` repeats `emit`'s id logic exactly).
     fn encode_ids_bpe(
         &self,
         bpe: &bpe::SpBpe,
