@@ -648,6 +648,7 @@ fn bytes_to_chars(n: &mut NormalizedString) {
     // with many runs one pass over the whole string is cheaper.
     const MAX_RUNS: usize = 4;
     let keeps = |b: u8| (b'!'..=b'~').contains(&b);
+    let whole = n.whole_original_range() == (0..n.len());
     let s = n.get();
     let mut runs: [(usize, usize); MAX_RUNS] = [(0, 0); MAX_RUNS];
     let mut count = 0usize;
@@ -667,7 +668,7 @@ fn bytes_to_chars(n: &mut NormalizedString) {
         }
         count += 1;
     }
-    if count == 0 {
+    if count == 0 && whole {
         return;
     }
     let table = bytes_char();
@@ -681,7 +682,7 @@ fn bytes_to_chars(n: &mut NormalizedString) {
         }
         t
     };
-    if count > MAX_RUNS {
+    if count > MAX_RUNS || !whole {
         let t = mapped(s);
         n.transform(t, 0);
         return;

@@ -316,13 +316,29 @@ impl NormalizedString {
         self.normalized.replace_range(r, &new_text);
     }
 
-    /// `transform_range` over the whole string.
+    /// `transform_range` over the range the whole original slice maps to, as the reference's
+    /// `transform` does.
     pub fn transform<I>(&mut self, dest: I, initial_offset: usize)
     where
         I: IntoIterator<Item = (char, isize)>,
     {
-        let len = self.len();
-        self.transform_range(0..len, dest, initial_offset);
+        let r = self.whole_original_range();
+        self.transform_range(r, dest, initial_offset);
+    }
+
+    /// The normalized range of the whole original slice. It is all of the string unless the
+    /// string starts with characters inserted before the input (aligned to an empty span at 0):
+    /// a piece made only of those has an empty original, so a whole-string rewrite inserts its
+    /// result before them and keeps them (the reference does; where some of the piece is
+    /// original, the reference panics).
+    pub fn whole_original_range(&self) -> Range<usize> {
+        match self.alignments.first() {
+            _ if self.original_len == 0 => 0..0,
+            Some(&(s, e)) if s != e => 0..self.len(),
+            _ => self
+                .convert_original_range(0..self.original_len)
+                .unwrap_or(0..self.len()),
+        }
     }
 
     // Each normal form is skipped when the quick check says the text is already in it: the
@@ -652,6 +668,21 @@ mod tests {
         n.lowercase();
         assert_eq!(n.get(), "abc");
         assert_eq!(n.convert_normalized_range(1..3), Some(1..3));
+    }
+
+    #[test]
+    fn whole_rewrite_of_a_piece_with_no_original_inserts_before_it() {
+        // Two characters inserted before the input: their piece covers no original text.
+        let mut n = NormalizedString::from_aligned_piece("ab".into(), vec![(0, 0); 2], 0);
+        assert_eq!(n.whole_original_range(), 0..0);
+        n.transform([('X', 0), ('Y', 0)], 0);
+        assert_eq!(n.get(), "XYab");
+        assert_eq!(n.alignments(), &[(0, 0); 4]);
+        // With an original character first, the rewrite covers the whole string.
+        let mut m = NormalizedString::from("ab");
+        assert_eq!(m.whole_original_range(), 0..2);
+        m.transform([('X', 0), ('Y', 0)], 0);
+        assert_eq!(m.get(), "XY");
     }
 
     #[test]
