@@ -988,6 +988,7 @@ impl Core {
             } else {
                 Some(ByteToCharOffsets::new(text))
             },
+            len: text.len(),
             type_id,
             word_idx,
             word: 0,
@@ -1037,7 +1038,7 @@ impl Core {
             return Ok(out.enc);
         }
         let pts = self.tokenize(text)?;
-        out.push_splits(model, &pts, 0);
+        out.push_splits(model, &pts);
         Ok(out.enc)
     }
 }
@@ -1192,6 +1193,8 @@ struct EncodingBuilder {
     enc: Encoding,
     /// `None` for ASCII input, where bytes are code points.
     conv: Option<ByteToCharOffsets>,
+    /// The input's length in bytes.
+    len: usize,
     type_id: u32,
     word_idx: Option<u32>,
     /// Index of the current word (pre-token) in the sequence.
@@ -1206,9 +1209,10 @@ impl EncodingBuilder {
     }
 
     fn push(&mut self, model: &dyn Model, t: &Token, mut off: (usize, usize)) {
-        if let Some(c) = self.conv.as_ref().and_then(|c| c.convert(off)) {
-            off = c;
-        }
+        off = match &self.conv {
+            Some(c) => c.convert(off).unwrap_or(off),
+            None => ByteToCharOffsets::convert_ascii(self.len, off),
+        };
         let value = match &t.value {
             Some(v) => v.to_string(),
             None => model.id_to_token(t.id).unwrap_or_default().to_owned(),
@@ -1224,18 +1228,19 @@ impl EncodingBuilder {
         self.enc.attention_mask.push(1);
     }
 
-    /// Every split of `pts`, whose original offsets are relative to `base`.
-    fn push_splits(&mut self, model: &dyn Model, pts: &PreTokenizedString, base: usize) {
+    /// Every split of `pts` (of the whole input).
+    fn push_splits(&mut self, model: &dyn Model, pts: &PreTokenizedString) {
         for split in &pts.splits {
             let n = &split.normalized;
-            let shift = base + n.offsets_original().0;
+            let shift = n.offsets_original().0;
             if let Some(tokens) = &split.tokens {
                 for t in tokens {
+                    // A token past its piece's end (byte fallback also spells the
+                    // continuing prefix and the suffix) keeps its offsets within the piece,
+                    // unshifted, as the reference does.
                     let off = n
                         .convert_normalized_range(t.offsets.0..t.offsets.1)
-                        .map_or((base + t.offsets.0, base + t.offsets.1), |r| {
-                            (shift + r.start, shift + r.end)
-                        });
+                        .map_or(t.offsets, |r| (shift + r.start, shift + r.end));
                     self.push(model, t, off);
                 }
             }

@@ -206,3 +206,54 @@ def test_pieces_inserted_before_the_input_then_byte_level(pattern, content) -> N
             assert a == b, (pre, text)
             compared += 1
     assert compared >= len(texts), compared
+
+
+@pytest.mark.parametrize("pre", [None, "Whitespace", "ByteLevel"])
+def test_byte_fallback_spells_prefix_and_suffix_past_the_word(pre) -> None:
+    """With byte fallback, a character missing from the vocabulary becomes the bytes of its
+    prefixed / suffixed form (`@@x_`), each one byte long, so the word's later tokens run past
+    its end (fuzz sweep seed 1052). Such a token keeps offsets within its word, unshifted, and
+    an end past the text is clamped by the reference's byte-to-char rule, for ASCII text too."""
+    from tokenizers import pre_tokenizers as P
+
+    vocab = {f"<0x{b:02X}>": b for b in range(256)}
+    for t in ["a", "b", "@@a", "@@b", "a_", "@@b_", "ab", "@@ab", "ab_", "@@ab_", "@@c", "@@abc"]:
+        vocab[t] = len(vocab)
+    merges = [("a", "@@b"), ("@@a", "@@b"), ("a", "@@b_"), ("@@a", "@@b_"), ("@@ab", "@@c")]
+    ref = tokenizers.Tokenizer(
+        M.BPE(
+            vocab,
+            merges,
+            continuing_subword_prefix="@@",
+            end_of_word_suffix="_",
+            byte_fallback=True,
+        )
+    )
+    if pre:
+        ref.pre_tokenizer = getattr(P, pre)()
+    ref.add_tokens([AddedToken("<x>", normalized=False)])
+    ours = piecework.Tokenizer.from_str(ref.to_str())
+    texts = [
+        "axabc",
+        "xab",
+        "abxyabq",
+        "a b xqab",
+        "ab<x>cxabz",
+        "é<x>xéab",
+        "<x>bzabé",
+        "ab xé zab",
+    ]
+    texts += ["ax", "abxy", "a b xq", "ab<x>cd", "é<x>xé", "<x>bz", "ab xé z", "zz<x>"]
+    texts += ["axabcd", "zxxabcde", "é xabcd"]
+    clamped = 0
+    for text in texts:
+        (a, a_raised), (b, b_raised) = _both(ref, ours, text)
+        assert (a_raised, a) == (b_raised, b), text
+        # the case the clamp is about: a token that starts inside the text, runs past its
+        # end, and comes out shorter than it is
+        e = ref.encode(text)
+        clamped += any(
+            s < len(text) <= end and len(tok.removeprefix("@@")) > end - s
+            for tok, (s, end) in zip(e.tokens, e.offsets)
+        )
+    assert clamped, "no token was clamped at the end of its text: the test lost its point"

@@ -82,6 +82,18 @@ impl ByteToCharOffsets {
         ByteToCharOffsets { map }
     }
 
+    /// `convert` for an ASCII text of `len` bytes (bytes are code points): only an end past
+    /// the text changes.
+    pub fn convert_ascii(len: usize, (s, e): (usize, usize)) -> (usize, usize) {
+        if s >= len || e <= len {
+            (s, e)
+        } else {
+            // `convert`'s rule: the end is one past the char before it, or `s + 2` when that
+            // char is past the text too.
+            (s, s + 2)
+        }
+    }
+
     /// `None` when the start is not inside the text (the caller then keeps the byte offsets,
     /// as the reference does).
     pub fn convert(&self, (s, e): (usize, usize)) -> Option<(usize, usize)> {
