@@ -1,7 +1,7 @@
 //! Criterion benches of the Rust core: each model family on real tokenizer files, stage by stage
 //! (load, full `Encoding`, ids only, batch of ids), SentencePiece `.model` files through
 //! `SentencePiece::encode_ids`, and a worst-case group (1 MB of one repeated
-//! character, 1 MB of random a–z without spaces) against 1 MB of prose.
+//! character, 1 MB of random a–z, 1 MB of prose without its whitespace) against 1 MB of prose.
 //!
 //! Files come from `../shared/data` beside the checkout (or one level further up, for worktrees;
 //! `PIECEWORK_DATA` overrides). A missing file skips its bench with a note, it does not fail.
@@ -125,6 +125,13 @@ fn prose() -> Option<String> {
         s.push_str(&again);
     }
     Some(prefix(&s, MB).to_string())
+}
+
+/// 1 MB of prose with its whitespace taken out: a text without spaces that is not random,
+/// whose words (the runs between punctuation) are long and rarely repeat, so each is merged.
+fn prose_without_whitespace() -> Option<String> {
+    let s: String = read("corpora/big.txt")?.split_whitespace().collect();
+    (s.len() >= MB).then(|| prefix(&s, MB).to_string())
 }
 
 /// 1 MB of a–z without spaces from a fixed xorshift stream: one endless "word" with no
@@ -278,8 +285,12 @@ fn bench_worst_case(c: &mut Criterion) {
     let prose = prose();
     let mut inputs: Vec<(&str, &str)> =
         vec![("1MB-one-char", &repeated), ("1MB-random-a-z", &random)];
+    let squeezed = prose_without_whitespace();
     if let Some(p) = prose.as_deref() {
         inputs.push(("1MB-prose", p));
+    }
+    if let Some(s) = squeezed.as_deref() {
+        inputs.push(("1MB-prose-no-whitespace", s));
     }
     for &(name, _, rel) in MODELS {
         let Some(tok) = load(rel) else { continue };
