@@ -4,7 +4,9 @@
 
 use super::batch::{BatchTexts, TokenBatch};
 use super::fastcall::{fast_method, Args, MethodDef};
-use super::{ids_list, ids_lists_streamed, plan_lists_streamed, to_py_err, with_ids_buffer};
+use super::{
+    ids_list, ids_lists_streamed, plan_lists_streamed, released, to_py_err, with_ids_buffer,
+};
 use crate::cuts::FlatEncode;
 use crate::error::Error;
 use crate::parallel::map_batch;
@@ -553,8 +555,8 @@ impl PyFastEncode {
         let sp = self.sp.get();
         with_ids_buffer(|out| {
             // Default options: the ids are the model's, nothing to apply.
-            py.detach(|| sp.inner.encode_ids(text, out))
-                .map_err(to_py_err)?;
+            // SAFETY: the closure runs the Rust core only (`released`'s contract).
+            unsafe { released(py, || sp.inner.encode_ids(text, out)) }.map_err(to_py_err)?;
             ids_list(py, out)
         })
     }

@@ -233,6 +233,20 @@ impl Trie {
         }
     }
 
+    /// The root's `(node, base)`, where a walk by [`Trie::child`] starts.
+    #[inline(always)]
+    pub(crate) fn root(&self) -> (u32, u32) {
+        (0, self.units.first().map_or(0, |u| u.base))
+    }
+
+    /// The child of `node` (whose base is `base`) by `b`: its `(node, base, value)`, the value
+    /// `u32::MAX` when no key ends there. A walk for callers that keep the loop themselves.
+    #[inline(always)]
+    pub(crate) fn child(&self, node: u32, base: u32, b: u8) -> Option<(u32, u32, u32)> {
+        let (n, u) = self.step(node, base, b)?;
+        Some((n, u.base, u.value))
+    }
+
     /// The node reached from `node` by `b`, with its unit.
     #[inline(always)]
     fn step(&self, node: u32, base: u32, b: u8) -> Option<(u32, Unit)> {

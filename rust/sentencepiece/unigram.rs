@@ -506,15 +506,7 @@ impl SpUnigram {
                     Slot::REFUSED
                 }
                 None => {
-                    // As `word_slow`: the word's exact lattice alone decides its entry.
-                    let mut word = std::mem::take(&mut cache.word);
-                    word.clear();
-                    if spaced {
-                        word.extend_from_slice(SPACE);
-                    }
-                    word.extend_from_slice(raw);
-                    let e = self.exact_word(&word, unk_score, &mut cache.scratch);
-                    cache.word = word;
+                    let e = self.whole_entry(spaced, raw, unk_score, cache);
                     cache.insert(key, e);
                     e
                 }
@@ -527,6 +519,20 @@ impl SpUnigram {
             }
         }
         self.segments(spaced, raw, s, x, best, cache, out)
+    }
+
+    /// The cache entry of the word `▁` + `raw` (`raw` alone when not `spaced`): as
+    /// `word_slow`, the word's exact lattice alone decides it.
+    fn whole_entry(&self, spaced: bool, raw: &[u8], unk_score: f32, cache: &mut WordCache) -> Slot {
+        let mut word = std::mem::take(&mut cache.word);
+        word.clear();
+        if spaced {
+            word.extend_from_slice(SPACE);
+        }
+        word.extend_from_slice(raw);
+        let e = self.exact_word(&word, unk_score, &mut cache.scratch);
+        cache.word = word;
+        e
     }
 
     /// `word` segment by segment (see `Cuts`), re-centring at each start as the reference
@@ -776,19 +782,19 @@ impl SpUnigram {
     /// score at the word's end, summed in the reference's order.
     #[inline]
     fn replay<S: Sink>(&self, e: &Slot, s: usize, mut x: f32, unk_score: f32, out: &mut S) -> f32 {
-        let mut at = s;
-        for k in 0..usize::from(e.n).min(MAX_STEPS) {
-            let (id, len) = (e.ids[k], e.lens[k]);
+        let n = usize::from(e.n).min(MAX_STEPS);
+        let (ids, lens) = (&e.ids[..n], &e.lens[..n]);
+        let mut unk = false;
+        for (&id, &len) in ids.iter().zip(lens) {
             let score = if len & UNK_STEP != 0 {
+                unk = true;
                 unk_score
             } else {
                 self.match_scores.get(id as usize).copied().unwrap_or(0.0)
             };
             x += score; // as the reference's `score + till` (commutative)
-            let end = at + usize::from(len & !UNK_STEP);
-            out.piece(id, at, end);
-            at = end;
         }
+        out.path(e, n, s, unk);
         x
     }
 
@@ -802,37 +808,48 @@ impl SpUnigram {
             c.v = 0.0;
         }
         let scores = &self.match_scores[..];
+        let (root, root_base) = self.trie.root();
         let mut biggest = 0f64;
         let mut chars = 0usize;
         let mut p = 0usize;
-        while p < n {
+        while let Some(&b0) = word.get(p) {
             let till = sc.get(p).map_or(f64::NEG_INFINITY, |c| c.v);
-            let mblen = one_char_len(word[p]).min(n - p);
+            let mblen = one_char_len(b0).min(n - p);
             let mut has_single = false;
-            let row = &mut sc[p..];
-            let mut offer = |len: usize, id: u32, score: f32, unk: bool| {
-                let cand = till + f64::from(score);
+            // Every piece that starts at `p` (the trie walk of `for_each_prefix`, kept here so
+            // that the loop's state stays in registers), offered where it ends.
+            let (mut node, mut base) = (root, root_base);
+            let mut end = p;
+            while let Some(&b) = word.get(end) {
+                let Some((next, next_base, id)) = self.trie.child(node, base, b) else {
+                    break;
+                };
+                end += 1;
+                (node, base) = (next, next_base);
+                if id == u32::MAX {
+                    continue;
+                }
+                let cand = till + f64::from(scores.get(id as usize).copied().unwrap_or(0.0));
                 // (Every value here is finite: every character start is reached, so a plain
                 // compare is `f64::max` without its NaN handling.)
                 let a = cand.abs();
                 if a > biggest {
                     biggest = a;
                 }
-                if let Some(t) = row.get_mut(len) {
-                    t.offer(cand, p as u8, id, unk);
+                if let Some(t) = sc.get_mut(end) {
+                    t.offer(cand, p as u8, id, false);
                 }
-            };
-            self.trie.for_each_prefix(&word[p..], |len, id| {
-                offer(
-                    len,
-                    id,
-                    scores.get(id as usize).copied().unwrap_or(0.0),
-                    false,
-                );
-                has_single |= len == mblen;
-            });
+                has_single |= end - p == mblen;
+            }
             if !has_single {
-                offer(mblen, self.unk_id, unk_score, true);
+                let cand = till + f64::from(unk_score);
+                let a = cand.abs();
+                if a > biggest {
+                    biggest = a;
+                }
+                if let Some(t) = sc.get_mut(p + mblen) {
+                    t.offer(cand, p as u8, self.unk_id, true);
+                }
             }
             p += mblen;
             chars += 1;
@@ -933,6 +950,18 @@ trait Sink {
     fn reverse_from(&mut self, first: usize);
     /// One piece `id` per character of `chars`, the first at `start` (unknown characters).
     fn unknowns(&mut self, id: u32, start: usize, chars: &[u8]);
+    /// The first `n` steps (`n <= MAX_STEPS`) of the path of `e` from `start` (`unk`: some
+    /// step is an unknown character).
+    #[inline]
+    fn path(&mut self, e: &Slot, n: usize, start: usize, unk: bool) {
+        let _ = unk;
+        let mut at = start;
+        for (&id, &len) in e.ids.iter().zip(&e.lens).take(n) {
+            let end = at + usize::from(len & !UNK_STEP);
+            self.piece(id, at, end);
+            at = end;
+        }
+    }
 }
 
 impl Sink for Vec<SpPiece> {
@@ -992,6 +1021,14 @@ impl Sink for IdSink<'_> {
         if !chars.is_empty() {
             self.piece(id, 0, 0);
         }
+    }
+    #[inline]
+    fn path(&mut self, e: &Slot, n: usize, _: usize, unk: bool) {
+        // An unknown step holds the unknown id, and only unknown steps do (no matchable
+        // piece has it), so `unk` is what `piece` would note.
+        self.saw_unk |= unk;
+        self.ids
+            .extend_from_slice(e.ids.get(..n).unwrap_or_default());
     }
 }
 
@@ -1230,7 +1267,6 @@ impl Slot {
     };
     /// A word known to need the general loop.
     const REFUSED: Slot = Slot::EMPTY;
-
     #[inline]
     fn is(&self, key: &WordKey) -> bool {
         self.k == key.k && self.key_len == key.len
