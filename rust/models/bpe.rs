@@ -1611,6 +1611,11 @@ impl ByteLevelWords<'_> {
     ) -> Result<()> {
         let raw = text.get(pos..end).unwrap_or_default();
         let len = raw.len();
+        if let [b] = raw {
+            // One symbol, no pair to merge: the byte's own token, without the cache.
+            out.push(self.syms[usize::from(*b)]);
+            return Ok(());
+        }
         if len <= ids_cache::MAX_WORD {
             if let Some((k0, k1)) = ids_cache::key_at(text, pos, len) {
                 if let Some(t) = self.table.as_deref_mut() {
@@ -1636,6 +1641,11 @@ impl ByteLevelWords<'_> {
         len: usize,
         out: &mut Vec<u32>,
     ) -> Result<()> {
+        if len == 1 {
+            // One symbol, no pair to merge: the byte's own token, without the cache.
+            out.push(self.syms[usize::from(lo as u8)]);
+            return Ok(());
+        }
         if let (Some(t), Some((k0, k1))) = (
             self.table.as_deref_mut(),
             ids_cache::window_key(lo, hi, len),
