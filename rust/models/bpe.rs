@@ -528,7 +528,9 @@ const NO_PACKED: u32 = u32::MAX;
 /// the last symbol that starts a pair.
 #[inline(always)]
 fn merge_in_array_packed<const N: usize>(pairs: &Pairs, ids: &mut [u32; N], n: usize) -> usize {
-    let n = n.min(N).min(32);
+    // `live` has a bit per symbol.
+    const { assert!(N <= 32) };
+    let n = n.min(N);
     let mut pair = [NO_PACKED; N];
     for i in 1..n {
         pair[i - 1] = pairs.get_packed_bits(ids[i - 1], ids[i]);
@@ -551,7 +553,11 @@ fn merge_in_array_packed<const N: usize>(pairs: &Pairs, ids: &mut [u32; N], n: u
         let merged = best_pair & 0xffff;
         // The symbol after `best` (a pair starts at `best`, so there is one) joins it.
         let above = !((2u32 << best).wrapping_sub(1));
-        let gone = (live & above).trailing_zeros() as usize;
+        let after = live & above;
+        if after == 0 {
+            break;
+        }
+        let gone = after.trailing_zeros() as usize;
         live &= !(1u32 << gone);
         if let Some(p) = pair.get_mut(gone) {
             *p = NO_PACKED;
