@@ -342,6 +342,27 @@ impl Pairs {
         }
     }
 
+    /// `get_packed` as the slot's low half, `rank << 16 | id`, or `NO_PACKED` (rank 0xffff,
+    /// above every rank of this form) when the pair is no merge; same preconditions.
+    #[inline(always)]
+    fn get_packed_bits(&self, l: u32, r: u32) -> u32 {
+        let mut i = pair_start(pair_key(l, r), self.shift);
+        let want = (u64::from(l) << 16) | u64::from(r);
+        let mask = self.packed.len().wrapping_sub(1);
+        loop {
+            let Some(&s) = self.packed.get(i) else {
+                return NO_PACKED;
+            };
+            if s >> 32 == want {
+                return s as u32;
+            }
+            if s == u64::MAX {
+                return NO_PACKED;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// Whether the table holds the merges (else lookups go to the map).
     fn is_built(&self) -> bool {
         self.is_packed() || !self.slots.is_empty()
@@ -492,6 +513,82 @@ fn push_byte_level(raw: &[u8], buf: &mut String) {
             rest = tail;
         }
     }
+}
+
+/// `Pairs::get_packed_bits` of a pair that is no merge: rank 0xffff (every rank of the 16-bit
+/// form is below it), id 0xffff.
+const NO_PACKED: u32 = u32::MAX;
+
+/// `merge_in_array_by` over the 16-bit pair table (`pairs.is_packed()`, every id of `ids[..n]`
+/// below 0xffff, so every merged id is too; `n` at most 32): the same choice, each step
+/// merging the adjacent pair of lowest rank, the leftmost among equals (strict `<`, left to
+/// right). Symbols keep their first positions (a merged-away one leaves `live`, nothing
+/// shifts), and the pair that starts at position `i` is `pair[i] = rank << 16 | merged id`
+/// (`NO_PACKED` when there is none, or position `i` is gone), so a step scans one array up to
+/// the last symbol that starts a pair.
+#[inline(always)]
+fn merge_in_array_packed<const N: usize>(pairs: &Pairs, ids: &mut [u32; N], n: usize) -> usize {
+    // `live` has a bit per symbol.
+    const { assert!(N <= 32) };
+    let n = n.min(N);
+    let mut pair = [NO_PACKED; N];
+    for i in 1..n {
+        pair[i - 1] = pairs.get_packed_bits(ids[i - 1], ids[i]);
+    }
+    // Bit i: symbol i is still there.
+    let mut live: u32 = if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
+    // Pairs start before the last live symbol.
+    let mut end = n.saturating_sub(1);
+    loop {
+        let (mut best, mut best_pair) = (0, NO_PACKED);
+        for (i, &p) in pair[..end].iter().enumerate() {
+            if p < best_pair {
+                best_pair = p;
+                best = i;
+            }
+        }
+        if best_pair == NO_PACKED {
+            break;
+        }
+        let merged = best_pair & 0xffff;
+        // The symbol after `best` (a pair starts at `best`, so there is one) joins it.
+        let above = !((2u32 << best).wrapping_sub(1));
+        let after = live & above;
+        if after == 0 {
+            break;
+        }
+        let gone = after.trailing_zeros() as usize;
+        live &= !(1u32 << gone);
+        if let Some(p) = pair.get_mut(gone) {
+            *p = NO_PACKED;
+        }
+        ids[best] = merged;
+        let next = live & above;
+        pair[best] = if next != 0 {
+            let k = next.trailing_zeros() as usize;
+            pairs.get_packed_bits(merged, ids.get(k).copied().unwrap_or(0))
+        } else {
+            end = best;
+            NO_PACKED
+        };
+        let before = live & ((1u32 << best) - 1);
+        if before != 0 {
+            let p = (31 - before.leading_zeros()) as usize;
+            if let Some(slot) = pair.get_mut(p) {
+                *slot = pairs.get_packed_bits(ids.get(p).copied().unwrap_or(0), merged);
+            }
+        }
+    }
+    let mut k = 0;
+    while live != 0 {
+        let i = live.trailing_zeros() as usize;
+        live &= live - 1;
+        if let Some(&id) = ids.get(i) {
+            ids[k] = id;
+            k += 1;
+        }
+    }
+    k
 }
 
 /// `Bpe::merge_in_array` with the pairs from `lookup` ((rank, merged id) of a pair, None when
@@ -1229,7 +1326,7 @@ impl Bpe {
     ) -> Result<()> {
         let check_vocab =
             self.ignore_merges && !(short_not_token && raw.len() <= ids_cache::MAX_WORD);
-        if self.unique_ids && self.pairs().ranks_fit && !check_vocab && raw.len() <= ARRAY_WORD {
+        if !check_vocab && self.merges_in_array(raw.len()) {
             self.merge_array(raw, |b| syms[b as usize], out);
             return Ok(());
         }
@@ -1264,6 +1361,13 @@ impl Bpe {
         Ok(())
     }
 
+    /// Whether a byte-level word of `len` bytes merges in stack arrays (`merge_array`), once
+    /// `ignore_merges` has had its say.
+    #[inline]
+    fn merges_in_array(&self, len: usize) -> bool {
+        self.unique_ids && self.pairs().ranks_fit && len <= ARRAY_WORD
+    }
+
     /// The merges of a short word (`raw.len() <= ARRAY_WORD`, symbol `sym(b)` per byte) over
     /// stack arrays, ids appended to `out` (see `merge_in_array`).
     fn merge_array(&self, raw: &[u8], sym: impl Fn(u8) -> u32, out: &mut Vec<u32>) {
@@ -1279,7 +1383,7 @@ impl Bpe {
         // In the 16-bit form every merged id is below 0xffff too, so with symbols that
         // small the table's range check and form test are decided once for the word.
         let n = if small && pairs.is_packed() {
-            merge_in_array_by(&mut ids, n, |l, r| pairs.get_packed(l, r))
+            merge_in_array_packed(pairs, &mut ids, n)
         } else {
             self.merge_in_array(pairs, &mut ids, n)
         };
@@ -1513,6 +1617,11 @@ impl ByteLevelWords<'_> {
     ) -> Result<()> {
         let raw = text.get(pos..end).unwrap_or_default();
         let len = raw.len();
+        if let [b] = raw {
+            // One symbol, no pair to merge: the byte's own token, without the cache.
+            out.push(self.syms[usize::from(*b)]);
+            return Ok(());
+        }
         if len <= ids_cache::MAX_WORD {
             if let Some((k0, k1)) = ids_cache::key_at(text, pos, len) {
                 if let Some(t) = self.table.as_deref_mut() {
@@ -1538,6 +1647,11 @@ impl ByteLevelWords<'_> {
         len: usize,
         out: &mut Vec<u32>,
     ) -> Result<()> {
+        if len == 1 {
+            // One symbol, no pair to merge: the byte's own token, without the cache.
+            out.push(self.syms[usize::from(lo as u8)]);
+            return Ok(());
+        }
         if let (Some(t), Some((k0, k1))) = (
             self.table.as_deref_mut(),
             ids_cache::window_key(lo, hi, len),
@@ -1555,6 +1669,16 @@ impl ByteLevelWords<'_> {
     #[inline(never)]
     fn ids_after_short_miss(&mut self, raw: &[u8], short: bool, out: &mut Vec<u32>) -> Result<()> {
         let (bpe, syms, singles) = (self.bpe, self.syms, self.singles);
+        if short && singles.is_none() && !bpe.ignore_merges && bpe.merges_in_array(raw.len()) {
+            // What `byte_level_merge` does with such a word, without the scratch space it
+            // does not use.
+            let start = out.len();
+            bpe.merge_array(raw, |b| syms[b as usize], out);
+            if let (Some(t), Some(ids)) = (self.table.as_deref_mut(), out.get(start..)) {
+                t.insert(raw, ids);
+            }
+            return Ok(());
+        }
         let merge = |word: &mut Word, buf: &mut String, out: &mut Vec<u32>| {
             if let Some(t) = singles {
                 if let Some(id) = t.get(raw) {
