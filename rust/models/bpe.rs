@@ -591,6 +591,111 @@ fn merge_in_array_packed<const N: usize>(pairs: &Pairs, ids: &mut [u32; N], n: u
     k
 }
 
+/// Byte-level words longer than `ARRAY_WORD` and shorter than `BACKTRACK_MIN` merge in a
+/// tournament tree (`merge_in_tree`) when `unique_ids` allows it: a scan per step costs
+/// O(n²) over a word and the heap's pops cost ~200 instructions each.
+const TREE_WORD: usize = BACKTRACK_MIN - 1;
+
+/// The merges of the first `n` symbols of `ids` (`n <= N`, `N` a power of two), in place;
+/// returns how many are left. The same choice as `merge_in_array_by`: each step merges the
+/// adjacent pair of lowest rank, the leftmost among equals. Symbols keep their first
+/// positions, linked both ways, and the pair that starts at position `i` is leaf `i` of a
+/// tournament tree over `rank << 32 | i` (`u64::MAX`: none), so a step reads the root and
+/// updates three leaves, O(log n) each, without a branch per level.
+#[inline(always)]
+fn merge_in_tree<const N: usize>(
+    ids: &mut [u32; N],
+    n: usize,
+    lookup: impl Fn(u32, u32) -> Option<(u32, u32)>,
+) -> usize {
+    const { assert!(N.is_power_of_two() && N <= 1 << 15) };
+    const NONE: u64 = u64::MAX;
+    let n = n.min(N);
+    // Node k's children are 2k and 2k + 1; leaf i is node N + i; node 0 is unused.
+    let mut tree = [NONE; 64 * 2];
+    let mut big;
+    let tree: &mut [u64] = if 2 * N <= tree.len() {
+        &mut tree[..2 * N]
+    } else {
+        big = vec![NONE; 2 * N];
+        &mut big
+    };
+    let mut merged = [0u32; N];
+    // Links as positions; `N` (past every position) stands for none.
+    let mut next = [0u16; N];
+    let mut prev = [0u16; N];
+    let key = |rank: u32, i: usize| (u64::from(rank) << 32) | i as u64;
+    for i in 0..n {
+        next[i] = (i + 1) as u16;
+        prev[i] = if i == 0 { N as u16 } else { (i - 1) as u16 };
+        if i + 1 < n {
+            if let Some((rank, id)) = lookup(ids[i], ids[i + 1]) {
+                tree[N + i] = key(rank, i);
+                merged[i] = id;
+            }
+        }
+    }
+    for k in (1..N).rev() {
+        tree[k] = tree[2 * k].min(tree[2 * k + 1]);
+    }
+    // Ancestors change only up to the first one whose minimum stays: most updates stop
+    // within a level or two.
+    let set = |tree: &mut [u64], i: usize, v: u64| {
+        let mut k = N + i;
+        tree[k] = v;
+        while k > 1 {
+            k /= 2;
+            let m = tree[2 * k].min(tree[2 * k + 1]);
+            if tree[k] == m {
+                break;
+            }
+            tree[k] = m;
+        }
+    };
+    loop {
+        let top = tree[1];
+        if top == NONE {
+            break;
+        }
+        let p = (top & 0xffff_ffff) as usize % N;
+        let q = next[p] as usize % N;
+        // Symbol q joins p; the pair after q now starts at p.
+        ids[p] = merged[p];
+        let r = next[q] as usize;
+        next[p] = r as u16;
+        set(tree, q, NONE);
+        let after = match ids.get(r).filter(|_| r < n).and_then(|&x| lookup(ids[p], x)) {
+            Some((rank, id)) => {
+                merged[p] = id;
+                key(rank, p)
+            }
+            None => NONE,
+        };
+        if r < n {
+            prev[r] = p as u16;
+        }
+        set(tree, p, after);
+        let o = prev[p] as usize;
+        if o < N {
+            let before = match lookup(ids[o], ids[p]) {
+                Some((rank, id)) => {
+                    merged[o] = id;
+                    key(rank, o)
+                }
+                None => NONE,
+            };
+            set(tree, o, before);
+        }
+    }
+    let (mut k, mut i) = (0, 0);
+    while i < n {
+        ids[k] = ids[i];
+        k += 1;
+        i = next[i] as usize;
+    }
+    k
+}
+
 /// `Bpe::merge_in_array` with the pairs from `lookup` ((rank, merged id) of a pair, None when
 /// it is no merge).
 #[inline(always)]
@@ -1330,6 +1435,14 @@ impl Bpe {
             self.merge_array(raw, |b| syms[b as usize], out);
             return Ok(());
         }
+        let tree = self.unique_ids
+            && self.pairs().ranks_fit
+            && raw.len() > ARRAY_WORD
+            && raw.len() <= TREE_WORD;
+        if tree && !check_vocab {
+            self.merge_tree(raw, |b| syms[b as usize], out);
+            return Ok(());
+        }
         if check_vocab || raw.len() >= BACKTRACK_MIN {
             // The byte-level string: its characters are the symbols merged here.
             buf.clear();
@@ -1344,6 +1457,10 @@ impl Bpe {
             // A word that is a token is that token, merges or not (as `tokenize`).
             if let Some(&id) = self.vocab.get(buf.as_str()) {
                 out.push(id);
+                return Ok(());
+            }
+            if tree {
+                self.merge_tree(raw, |b| syms[b as usize], out);
                 return Ok(());
             }
         }
@@ -1388,6 +1505,33 @@ impl Bpe {
             self.merge_in_array(pairs, &mut ids, n)
         };
         out.extend_from_slice(ids.get(..n).unwrap_or_default());
+    }
+
+    /// The merges of a word of `ARRAY_WORD` to `TREE_WORD` bytes (symbol `sym(b)` per byte)
+    /// in a tournament tree (`merge_in_tree`), ids appended to `out`.
+    fn merge_tree(&self, raw: &[u8], sym: impl Fn(u8) -> u32, out: &mut Vec<u32>) {
+        let pairs = self.pairs();
+        let lookup = |l, r| self.lookup_table(pairs, l, r);
+        fn run<const N: usize>(
+            raw: &[u8],
+            sym: impl Fn(u8) -> u32,
+            lookup: impl Fn(u32, u32) -> Option<(u32, u32)>,
+            out: &mut Vec<u32>,
+        ) {
+            let mut ids = [0u32; N];
+            for (slot, &b) in ids.iter_mut().zip(raw) {
+                *slot = sym(b);
+            }
+            let n = merge_in_tree(&mut ids, raw.len().min(N), lookup);
+            out.extend_from_slice(ids.get(..n).unwrap_or_default());
+        }
+        // The smallest tree that holds the word: its set-up is linear in its size.
+        match raw.len() {
+            0..=32 => run::<32>(raw, sym, lookup, out),
+            33..=64 => run::<64>(raw, sym, lookup, out),
+            65..=128 => run::<128>(raw, sym, lookup, out),
+            _ => run::<256>(raw, sym, lookup, out),
+        }
     }
 
     /// The merges of the first `n` symbols of `ids`, in place; returns how many are left.
@@ -2291,6 +2435,45 @@ mod tests {
                 let want: Vec<u32> = heap.iter().map(|(id, _, _)| id).collect();
                 let mut got = Vec::new();
                 bpe.merge_array(&word, sym, &mut got);
+                assert_eq!(got, want, "{:?}", String::from_utf8_lossy(&word));
+            }
+        }
+    }
+
+    /// The tournament-tree merge gives the heap merge's result on random string-built tables
+    /// (shared ranks included, tiktoken order) for words of every length it takes, each tree
+    /// size included.
+    #[test]
+    fn tree_merge_matches_heap_merge_on_string_tables() {
+        let mut next = crate::test_rng(0x5EED_0F5C_A7E5_0003);
+        for round in 0..40 {
+            let (_, vocab, merges) = random_merges(&mut next, &["a", "b", "c"], 60, 10);
+            let mut bpe = Bpe::build(vocab, merges, None, None).unwrap();
+            if round % 2 == 1 {
+                bpe.rank_merges_by_result();
+            }
+            assert!(bpe.unique_ids && bpe.pairs().is_built());
+            let sym = |b: u8| u32::from(b - b'a');
+            for k in 0..120 {
+                // Every length once in a while, the bounds of each tree size often.
+                let n = match k % 4 {
+                    0 => [1, 2, 31, 32, 33, 64, 65, 128, 129, TREE_WORD][(k / 4) % 10],
+                    _ => 1 + (next() % TREE_WORD as u64) as usize,
+                };
+                // Few letters make long runs of one pair (ties by rank, leftmost first).
+                let letters = 1 + (next() % 3) as usize;
+                let word: Vec<u8> = (0..n)
+                    .map(|_| b"abc"[(next() % letters as u64) as usize])
+                    .collect();
+                let mut heap = Word::default();
+                for &b in &word {
+                    heap.push(sym(b), 1);
+                }
+                let map = |a, b| bpe.merges.get(&pair_key(a, b)).copied();
+                heap.merge_all(map, None::<fn() -> bool>, |_, _, _| {});
+                let want: Vec<u32> = heap.iter().map(|(id, _, _)| id).collect();
+                let mut got = Vec::new();
+                bpe.merge_tree(&word, sym, &mut got);
                 assert_eq!(got, want, "{:?}", String::from_utf8_lossy(&word));
             }
         }
