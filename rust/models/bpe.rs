@@ -591,10 +591,12 @@ fn merge_in_array_packed<const N: usize>(pairs: &Pairs, ids: &mut [u32; N], n: u
     k
 }
 
-/// Byte-level words longer than `ARRAY_WORD` and shorter than `BACKTRACK_MIN` merge in a
+/// Byte-level words longer than `ARRAY_WORD` and of at most this many bytes merge in a
 /// tournament tree (`merge_in_tree`) when `unique_ids` allows it: a scan per step costs
-/// O(n²) over a word and the heap's pops cost ~200 instructions each.
-const TREE_WORD: usize = BACKTRACK_MIN - 1;
+/// O(n²) over a word and the heap's pops cost ~200 instructions each. Longer words go to the
+/// backtracking encoder, whose one-time build (~100M instructions for GPT-2, ~230M for
+/// cl100k) a text of long words but no huge one would otherwise pay for.
+const TREE_WORD: usize = 2048;
 
 /// The merges of the first `n` symbols of `ids` (`n <= N`, `N` a power of two), in place;
 /// returns how many are left. The same choice as `merge_in_array_by`: each step merges the
@@ -664,7 +666,11 @@ fn merge_in_tree<const N: usize>(
         let r = next[q] as usize;
         next[p] = r as u16;
         set(tree, q, NONE);
-        let after = match ids.get(r).filter(|_| r < n).and_then(|&x| lookup(ids[p], x)) {
+        let after = match ids
+            .get(r)
+            .filter(|_| r < n)
+            .and_then(|&x| lookup(ids[p], x))
+        {
             Some((rank, id)) => {
                 merged[p] = id;
                 key(rank, p)
@@ -1526,11 +1532,15 @@ impl Bpe {
             out.extend_from_slice(ids.get(..n).unwrap_or_default());
         }
         // The smallest tree that holds the word: its set-up is linear in its size.
+        const { assert!(TREE_WORD <= 2048) };
         match raw.len() {
             0..=32 => run::<32>(raw, sym, lookup, out),
             33..=64 => run::<64>(raw, sym, lookup, out),
             65..=128 => run::<128>(raw, sym, lookup, out),
-            _ => run::<256>(raw, sym, lookup, out),
+            129..=256 => run::<256>(raw, sym, lookup, out),
+            257..=512 => run::<512>(raw, sym, lookup, out),
+            513..=1024 => run::<1024>(raw, sym, lookup, out),
+            _ => run::<2048>(raw, sym, lookup, out),
         }
     }
 
@@ -2457,7 +2467,7 @@ mod tests {
             for k in 0..120 {
                 // Every length once in a while, the bounds of each tree size often.
                 let n = match k % 4 {
-                    0 => [1, 2, 31, 32, 33, 64, 65, 128, 129, TREE_WORD][(k / 4) % 10],
+                    0 => [1, 2, 32, 33, 128, 129, 255, 256, 1025, TREE_WORD][(k / 4) % 10],
                     _ => 1 + (next() % TREE_WORD as u64) as usize,
                 };
                 // Few letters make long runs of one pair (ties by rank, leftmost first).
