@@ -429,8 +429,9 @@ impl LazySingles {
 /// (`Bpe::undecorated_word_ids`).
 const META_ARRAY: usize = 32;
 
-/// Words of at least this many bytes go to the backtracking encoder when the model has one:
-/// shorter ones are cached, and merge quickly on the heap anyway.
+/// Words of at least this many bytes go to the backtracking encoder when the model has one
+/// (byte-level words only past `TREE_WORD`): shorter ones are cached, and merge quickly on
+/// the heap anyway.
 const BACKTRACK_MIN: usize = 256;
 
 /// SentencePiece's whitespace mark.
