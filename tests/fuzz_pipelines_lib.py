@@ -809,6 +809,18 @@ def long_texts(rng: random.Random, corpus: list[str]) -> list[str]:
     return out
 
 
+def shared_lines(data_dir) -> tuple[list[str], list[str]]:
+    """(training lines, extra text lines) from the shared corpora; skips the test without them."""
+    import pytest
+
+    if not data_dir.is_dir():
+        pytest.skip(f"shared test data not found at {data_dir} (expected ../shared/data)")
+    train = corpus(data_dir, 300, seed=1)
+    if len(train) < 50:
+        pytest.skip("shared corpora absent")
+    return train, corpus(data_dir, 300, seed=2)
+
+
 def corpus(data_dir, n: int, seed: int) -> list[str]:
     """n non-empty lines drawn from the shared corpora (English-heavy, some other scripts)."""
     files = [

@@ -38,12 +38,7 @@ TEXTS_CI, TEXTS_SWEEP = 40, 120
 @pytest.fixture(scope="module")
 def lines() -> tuple[list[str], list[str]]:
     """(training lines, extra text lines), from the shared corpora."""
-    if not DATA_DIR.is_dir():
-        pytest.skip(f"shared test data not found at {DATA_DIR} (expected ../shared/data)")
-    train = F.corpus(DATA_DIR, 300, seed=1)
-    if len(train) < 50:
-        pytest.skip("shared corpora absent")
-    return train, F.corpus(DATA_DIR, 300, seed=2)
+    return F.shared_lines(DATA_DIR)
 
 
 @pytest.fixture(scope="module", autouse=True)

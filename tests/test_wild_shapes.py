@@ -56,12 +56,8 @@ CODE = [
 @pytest.fixture(scope="module")
 def lines() -> tuple[list[str], list[str]]:
     """(training lines, extra text lines), from the shared corpora, plus some code."""
-    if not DATA_DIR.is_dir():
-        pytest.skip(f"shared test data not found at {DATA_DIR} (expected ../shared/data)")
-    train = F.corpus(DATA_DIR, 300, seed=1)
-    if len(train) < 50:
-        pytest.skip("shared corpora absent")
-    return train + CODE * 5, F.corpus(DATA_DIR, 300, seed=2) + CODE
+    train, extra = F.shared_lines(DATA_DIR)
+    return train + CODE * 5, extra + CODE
 
 
 def _bpe_trainer(**kw) -> T.BpeTrainer:

@@ -2414,6 +2414,17 @@ mod tests {
         }
     }
 
+    /// The ids of `word` (symbol `sym(b)` per byte) by the heap merge over `bpe`'s merge map.
+    fn heap_merge_ids(bpe: &Bpe, word: &[u8], sym: impl Fn(u8) -> u32) -> Vec<u32> {
+        let mut heap = Word::default();
+        for &b in word {
+            heap.push(sym(b), 1);
+        }
+        let map = |a, b| bpe.merges.get(&pair_key(a, b)).copied();
+        heap.merge_all(map, None::<fn() -> bool>, |_, _, _| {});
+        heap.iter().map(|(id, _, _)| id).collect()
+    }
+
     /// The stack-array merge gives the heap merge's result on random string-built tables
     /// (shared ranks included, tiktoken order) for words up to `ARRAY_WORD` symbols, and the
     /// pair table answers as the map.
@@ -2437,13 +2448,7 @@ mod tests {
             for _ in 0..300 {
                 let n = 1 + (next() % ARRAY_WORD as u64) as usize;
                 let word: Vec<u8> = (0..n).map(|_| b"abc"[(next() % 3) as usize]).collect();
-                let mut heap = Word::default();
-                for &b in &word {
-                    heap.push(sym(b), 1);
-                }
-                let map = |a, b| bpe.merges.get(&pair_key(a, b)).copied();
-                heap.merge_all(map, None::<fn() -> bool>, |_, _, _| {});
-                let want: Vec<u32> = heap.iter().map(|(id, _, _)| id).collect();
+                let want = heap_merge_ids(&bpe, &word, sym);
                 let mut got = Vec::new();
                 bpe.merge_array(&word, sym, &mut got);
                 assert_eq!(got, want, "{:?}", String::from_utf8_lossy(&word));
@@ -2476,13 +2481,7 @@ mod tests {
                 let word: Vec<u8> = (0..n)
                     .map(|_| b"abc"[(next() % letters as u64) as usize])
                     .collect();
-                let mut heap = Word::default();
-                for &b in &word {
-                    heap.push(sym(b), 1);
-                }
-                let map = |a, b| bpe.merges.get(&pair_key(a, b)).copied();
-                heap.merge_all(map, None::<fn() -> bool>, |_, _, _| {});
-                let want: Vec<u32> = heap.iter().map(|(id, _, _)| id).collect();
+                let want = heap_merge_ids(&bpe, &word, sym);
                 let mut got = Vec::new();
                 bpe.merge_tree(&word, sym, &mut got);
                 assert_eq!(got, want, "{:?}", String::from_utf8_lossy(&word));
