@@ -983,12 +983,7 @@ impl Core {
     fn encode_text(&self, text: &str, type_id: u32, word_idx: Option<u32>) -> Result<Encoding> {
         let mut out = EncodingBuilder {
             enc: Encoding::default(),
-            conv: if text.is_ascii() {
-                None
-            } else {
-                Some(ByteToCharOffsets::new(text))
-            },
-            len: text.len(),
+            conv: ByteToCharOffsets::new(text),
             type_id,
             word_idx,
             word: 0,
@@ -1191,10 +1186,7 @@ impl Core {
 /// Appends tokens to an `Encoding`, mapping their offsets to code points of the input.
 struct EncodingBuilder {
     enc: Encoding,
-    /// `None` for ASCII input, where bytes are code points.
-    conv: Option<ByteToCharOffsets>,
-    /// The input's length in bytes.
-    len: usize,
+    conv: ByteToCharOffsets,
     type_id: u32,
     word_idx: Option<u32>,
     /// Index of the current word (pre-token) in the sequence.
@@ -1209,10 +1201,7 @@ impl EncodingBuilder {
     }
 
     fn push(&mut self, model: &dyn Model, t: &Token, mut off: (usize, usize)) {
-        off = match &self.conv {
-            Some(c) => c.convert(off).unwrap_or(off),
-            None => ByteToCharOffsets::convert_ascii(self.len, off),
-        };
+        off = self.conv.convert(off).unwrap_or(off);
         let value = match &t.value {
             Some(v) => v.to_string(),
             None => model.id_to_token(t.id).unwrap_or_default().to_owned(),

@@ -69,42 +69,46 @@ impl PreTokenizedString {
 /// Byte offsets in the original input → code point offsets, with the reference's rules for
 /// offsets that fall at the very end.
 pub struct ByteToCharOffsets {
-    /// For each byte of the input, the index of the char it belongs to.
+    /// For each byte of the input, the index of the char it belongs to; empty for ASCII
+    /// input, where bytes are code points.
     map: Vec<u32>,
+    /// The input's length in bytes.
+    len: usize,
 }
 
 impl ByteToCharOffsets {
     pub fn new(s: &str) -> Self {
-        let mut map = Vec::with_capacity(s.len());
-        for (i, c) in s.chars().enumerate() {
-            map.extend(std::iter::repeat_n(i as u32, c.len_utf8()));
+        let mut map = Vec::new();
+        if !s.is_ascii() {
+            map.reserve(s.len());
+            for (i, c) in s.chars().enumerate() {
+                map.extend(std::iter::repeat_n(i as u32, c.len_utf8()));
+            }
         }
-        ByteToCharOffsets { map }
+        ByteToCharOffsets { map, len: s.len() }
     }
 
-    /// `convert` for an ASCII text of `len` bytes (bytes are code points): only an end past
-    /// the text changes.
-    pub fn convert_ascii(len: usize, (s, e): (usize, usize)) -> (usize, usize) {
-        if s >= len || e <= len {
-            (s, e)
+    /// The char that byte `b` belongs to; `None` past the input.
+    #[inline]
+    fn char_at(&self, b: usize) -> Option<usize> {
+        if self.map.is_empty() {
+            (b < self.len).then_some(b)
         } else {
-            // `convert`'s rule: the end is one past the char before it, or `s + 2` when that
-            // char is past the text too.
-            (s, s + 2)
+            self.map.get(b).map(|&c| c as usize)
         }
     }
 
     /// `None` when the start is not inside the text (the caller then keeps the byte offsets,
-    /// as the reference does).
+    /// as the reference does). An end past the text is one past the char before it, or
+    /// `start + 2` when that char is past the text too.
     pub fn convert(&self, (s, e): (usize, usize)) -> Option<(usize, usize)> {
-        let start = *self.map.get(s)? as usize;
-        match self.map.get(e) {
-            Some(&end) => Some((start, end as usize)),
+        let start = self.char_at(s)?;
+        match self.char_at(e) {
+            Some(end) => Some((start, end)),
             None => {
                 let last = e
                     .checked_sub(1)
-                    .and_then(|i| self.map.get(i))
-                    .map(|&x| x as usize)
+                    .and_then(|i| self.char_at(i))
                     .unwrap_or(start + 1);
                 Some((start, last + 1))
             }
