@@ -599,30 +599,24 @@ fn merge_in_array_packed<const N: usize>(pairs: &Pairs, ids: &mut [u32; N], n: u
 /// cl100k) a text of long words but no huge one would otherwise pay for.
 const TREE_WORD: usize = 2048;
 
-/// The merges of the first `n` symbols of `ids` (`n <= N`, `N` a power of two), in place;
-/// returns how many are left. The same choice as `merge_in_array_by`: each step merges the
+/// The merges of the first `n` symbols of `ids` (`n <= N`, `N` a power of two, `T = 2N`
+/// tree nodes), in place; returns how many are left. The same choice as `merge_in_array_by`: each step merges the
 /// adjacent pair of lowest rank, the leftmost among equals. Symbols keep their first
 /// positions, linked both ways, and the pair that starts at position `i` is leaf `i` of a
 /// tournament tree over `rank << 32 | i` (`u64::MAX`: none), so a step reads the root and
 /// updates three leaves, O(log n) each, without a branch per level.
 #[inline(always)]
-fn merge_in_tree<const N: usize>(
+fn merge_in_tree<const N: usize, const T: usize>(
     ids: &mut [u32; N],
     n: usize,
     lookup: impl Fn(u32, u32) -> Option<(u32, u32)>,
 ) -> usize {
-    const { assert!(N.is_power_of_two() && N <= 1 << 15) };
+    const { assert!(N.is_power_of_two() && N <= 1 << 15 && T == 2 * N) };
     const NONE: u64 = u64::MAX;
     let n = n.min(N);
     // Node k's children are 2k and 2k + 1; leaf i is node N + i; node 0 is unused.
-    let mut tree = [NONE; 64 * 2];
-    let mut big;
-    let tree: &mut [u64] = if 2 * N <= tree.len() {
-        &mut tree[..2 * N]
-    } else {
-        big = vec![NONE; 2 * N];
-        &mut big
-    };
+    let mut tree = [NONE; T];
+    let tree = &mut tree[..];
     let mut merged = [0u32; N];
     // Links as positions; `N` (past every position) stands for none.
     let mut next = [0u16; N];
@@ -1438,16 +1432,7 @@ impl Bpe {
     ) -> Result<()> {
         let check_vocab =
             self.ignore_merges && !(short_not_token && raw.len() <= ids_cache::MAX_WORD);
-        if !check_vocab && self.merges_in_array(raw.len()) {
-            self.merge_array(raw, |b| syms[b as usize], out);
-            return Ok(());
-        }
-        let tree = self.unique_ids
-            && self.pairs().ranks_fit
-            && raw.len() > ARRAY_WORD
-            && raw.len() <= TREE_WORD;
-        if tree && !check_vocab {
-            self.merge_tree(raw, |b| syms[b as usize], out);
+        if !check_vocab && self.merge_fixed(raw, syms, out) {
             return Ok(());
         }
         if check_vocab || raw.len() >= BACKTRACK_MIN {
@@ -1466,8 +1451,7 @@ impl Bpe {
                 out.push(id);
                 return Ok(());
             }
-            if tree {
-                self.merge_tree(raw, |b| syms[b as usize], out);
+            if self.merge_fixed(raw, syms, out) {
                 return Ok(());
             }
         }
@@ -1490,6 +1474,23 @@ impl Bpe {
     #[inline]
     fn merges_in_array(&self, len: usize) -> bool {
         self.unique_ids && self.pairs().ranks_fit && len <= ARRAY_WORD
+    }
+
+    /// The merges of a byte-level word, once `ignore_merges` has had its say, by stack arrays
+    /// (`merge_array`) or the tree (`merge_tree`) where its length and the model allow one;
+    /// `false` (nothing appended) where neither applies.
+    #[inline]
+    fn merge_fixed(&self, raw: &[u8], syms: &[u32; 256], out: &mut Vec<u32>) -> bool {
+        if !(self.unique_ids && self.pairs().ranks_fit) || raw.len() > TREE_WORD {
+            return false;
+        }
+        let sym = |b: u8| syms[usize::from(b)];
+        if raw.len() <= ARRAY_WORD {
+            self.merge_array(raw, sym, out);
+        } else {
+            self.merge_tree(raw, sym, out);
+        }
+        true
     }
 
     /// The merges of a short word (`raw.len() <= ARRAY_WORD`, symbol `sym(b)` per byte) over
@@ -1519,7 +1520,7 @@ impl Bpe {
     fn merge_tree(&self, raw: &[u8], sym: impl Fn(u8) -> u32, out: &mut Vec<u32>) {
         let pairs = self.pairs();
         let lookup = |l, r| self.lookup_table(pairs, l, r);
-        fn run<const N: usize>(
+        fn run<const N: usize, const T: usize>(
             raw: &[u8],
             sym: impl Fn(u8) -> u32,
             lookup: impl Fn(u32, u32) -> Option<(u32, u32)>,
@@ -1529,19 +1530,20 @@ impl Bpe {
             for (slot, &b) in ids.iter_mut().zip(raw) {
                 *slot = sym(b);
             }
-            let n = merge_in_tree(&mut ids, raw.len().min(N), lookup);
+            let n = merge_in_tree::<N, T>(&mut ids, raw.len().min(N), lookup);
             out.extend_from_slice(ids.get(..n).unwrap_or_default());
         }
-        // The smallest tree that holds the word: its set-up is linear in its size.
+        // The smallest tree that holds the word: its set-up is linear in its size. All of it
+        // is on the stack (56 KB for the largest).
         const { assert!(TREE_WORD <= 2048) };
         match raw.len() {
-            0..=32 => run::<32>(raw, sym, lookup, out),
-            33..=64 => run::<64>(raw, sym, lookup, out),
-            65..=128 => run::<128>(raw, sym, lookup, out),
-            129..=256 => run::<256>(raw, sym, lookup, out),
-            257..=512 => run::<512>(raw, sym, lookup, out),
-            513..=1024 => run::<1024>(raw, sym, lookup, out),
-            _ => run::<2048>(raw, sym, lookup, out),
+            0..=32 => run::<32, 64>(raw, sym, lookup, out),
+            33..=64 => run::<64, 128>(raw, sym, lookup, out),
+            65..=128 => run::<128, 256>(raw, sym, lookup, out),
+            129..=256 => run::<256, 512>(raw, sym, lookup, out),
+            257..=512 => run::<512, 1024>(raw, sym, lookup, out),
+            513..=1024 => run::<1024, 2048>(raw, sym, lookup, out),
+            _ => run::<2048, 4096>(raw, sym, lookup, out),
         }
     }
 
