@@ -1144,10 +1144,11 @@ def paired_ratio(a: dict, b: dict) -> float | None:
     """Median over the timed runs of a's speed ÷ b's on the same texts (same round): a run pairs
     two measurements taken seconds apart, so a change of the machine's load between rounds
     cancels out, which the ratio of the two bests does not."""
-    rate = {}
-    for row in (a, b):
-        rate[id(row)] = {v: byt / secs for v, byt, secs, _ in row.get("runs", []) if secs > 0}
-    ra, rb = rate[id(a)], rate[id(b)]
+
+    def rates(row: dict) -> dict:
+        return {v: byt / secs for v, byt, secs, _ in row.get("runs", []) if secs > 0}
+
+    ra, rb = rates(a), rates(b)
     common = sorted(set(ra) & set(rb))
     if not common:
         return None

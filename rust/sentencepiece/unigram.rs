@@ -830,26 +830,12 @@ impl SpUnigram {
                     continue;
                 }
                 let cand = till + f64::from(scores.get(id as usize).copied().unwrap_or(0.0));
-                // (Every value here is finite: every character start is reached, so a plain
-                // compare is `f64::max` without its NaN handling.)
-                let a = cand.abs();
-                if a > biggest {
-                    biggest = a;
-                }
-                if let Some(t) = sc.get_mut(end) {
-                    t.offer(cand, p as u8, id, false);
-                }
+                offer_exact(sc, &mut biggest, end, cand, p, id, false);
                 has_single |= end - p == mblen;
             }
             if !has_single {
                 let cand = till + f64::from(unk_score);
-                let a = cand.abs();
-                if a > biggest {
-                    biggest = a;
-                }
-                if let Some(t) = sc.get_mut(p + mblen) {
-                    t.offer(cand, p as u8, self.unk_id, true);
-                }
+                offer_exact(sc, &mut biggest, p + mblen, cand, p, self.unk_id, true);
             }
             p += mblen;
             chars += 1;
@@ -953,8 +939,7 @@ trait Sink {
     /// The first `n` steps (`n <= MAX_STEPS`) of the path of `e` from `start` (`unk`: some
     /// step is an unknown character).
     #[inline]
-    fn path(&mut self, e: &Slot, n: usize, start: usize, unk: bool) {
-        let _ = unk;
+    fn path(&mut self, e: &Slot, n: usize, start: usize, _unk: bool) {
         let mut at = start;
         for (&id, &len) in e.ids.iter().zip(&e.lens).take(n) {
             let end = at + usize::from(len & !UNK_STEP);
@@ -1029,6 +1014,28 @@ impl Sink for IdSink<'_> {
         self.saw_unk |= unk;
         self.ids
             .extend_from_slice(e.ids.get(..n).unwrap_or_default());
+    }
+}
+
+/// `exact_word`'s offer of the piece `id` from `start` to `end` with path score `cand`,
+/// keeping `biggest`, the largest magnitude offered. (Every value there is finite: every
+/// character start is reached, so a plain compare is `f64::max` without its NaN handling.)
+#[inline(always)]
+fn offer_exact(
+    sc: &mut [Exact],
+    biggest: &mut f64,
+    end: usize,
+    cand: f64,
+    start: usize,
+    id: u32,
+    unk: bool,
+) {
+    let a = cand.abs();
+    if a > *biggest {
+        *biggest = a;
+    }
+    if let Some(t) = sc.get_mut(end) {
+        t.offer(cand, start as u8, id, unk);
     }
 }
 
