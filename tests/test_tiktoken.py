@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import random
+from pathlib import Path
 
 import piecework
 import pytest
@@ -127,6 +128,87 @@ def test_reader_errors_name_the_line():
         piecework.Tokenizer.from_tiktoken(good, r"\S+", {"<|x|>": 0})
     with pytest.raises(piecework.TokenizerError, match="pattern"):
         piecework.Tokenizer.from_tiktoken(good)
+
+
+def _load_both(data: bytes, tmp: Path):
+    """(piecework's tokenizer or its error, tiktoken's ranks or its error) for one file; the
+    ranks from tiktoken's own loader (`base64.b64decode`, not validating)."""
+    from tiktoken.load import load_tiktoken_bpe
+
+    path = tmp / "t.tiktoken"
+    path.write_bytes(data)
+    try:
+        theirs = load_tiktoken_bpe(str(path))
+        tiktoken.Encoding(name="t", pat_str=r"\S+|\s+", mergeable_ranks=theirs, special_tokens={})
+    except Exception as e:  # noqa: BLE001 - any refusal counts as one
+        theirs = e
+    try:
+        ours = piecework.Tokenizer.from_tiktoken(data, r"\S+|\s+", {})
+    except piecework.InvalidDataError as e:
+        ours = e
+    return ours, theirs
+
+
+# GPT-2's byte-level characters: printable Latin-1 bytes stand for themselves, the others
+# for 256, 257, ... in byte order.
+_PRINTABLE = [*range(33, 127), *range(161, 173), *range(174, 256)]
+_BYTE_OF_CHAR = {b: b for b in _PRINTABLE}
+_BYTE_OF_CHAR.update(
+    {256 + i: b for i, b in enumerate(b for b in range(256) if b not in _PRINTABLE)}
+)
+
+
+def _token_bytes(tok, i: int) -> bytes | None:
+    s = tok.id_to_token(i)
+    return None if s is None else bytes(_BYTE_OF_CHAR[ord(c)] for c in s)
+
+
+# A token written as Python's base64 reader takes it when not validating: stray characters
+# (also non-ASCII bytes), `=` anywhere, bits or padding left out or added, the empty token.
+_lenient_token = st.tuples(
+    st.binary(max_size=7),
+    st.lists(
+        st.tuples(
+            st.integers(0, 16), st.sampled_from([b"=", b"==", b"!", b"-", b"\xc3\xa9", b"A"])
+        ),
+        max_size=3,
+    ),
+    st.integers(0, 3),
+)
+
+
+def _spell(token: tuple) -> bytes:
+    raw, edits, cut = token
+    s = bytearray(base64.b64encode(raw))
+    for at, what in edits:
+        s[at:at] = what
+    return bytes(s[: len(s) - cut] if cut and len(s) > cut else s)
+
+
+@given(st.lists(_lenient_token, min_size=1, max_size=12), st.randoms(use_true_random=False))
+def test_lenient_base64_lines_read_as_tiktoken_reads_them(tokens, rng):
+    """Each line's token is the bytes Python's reader gives (or the file is refused where
+    tiktoken refuses it); whisper's multilingual vocabulary has such a line (`=`, the empty
+    token)."""
+    import tempfile
+
+    base = [bytes([b]) for b in range(256)]
+    lines = [base64.b64encode(t) + b" %d" % i for i, t in enumerate(base)]
+    lines += [_spell(t) + b" %d" % (256 + i) for i, t in enumerate(tokens)]
+    rng.shuffle(lines)
+    data = b"\n".join(lines) + b"\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        ours, theirs = _load_both(data, Path(tmp))
+    if isinstance(theirs, Exception):
+        assert isinstance(ours, Exception), (data, theirs)
+        return
+    assert not isinstance(ours, Exception), (data, ours)
+    assert {_token_bytes(ours, r): r for r in theirs.values()} == theirs
+    enc = tiktoken.Encoding(name="t", pat_str=r"\S+|\s+", mergeable_ranks=theirs, special_tokens={})
+    ids = sorted(theirs.values())
+    assert ours.decode(ids) == enc.decode(ids)
+    for text in ("ab c", "\xe9\xe9 a\xe9", "=="):
+        assert ours.encode_ids(text) == enc.encode_ordinary(text)
 
 
 def test_detected_by_content():
