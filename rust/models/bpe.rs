@@ -1519,31 +1519,41 @@ impl Bpe {
     /// in a tournament tree (`merge_in_tree`), ids appended to `out`.
     fn merge_tree(&self, raw: &[u8], sym: impl Fn(u8) -> u32, out: &mut Vec<u32>) {
         let pairs = self.pairs();
-        let lookup = |l, r| self.lookup_table(pairs, l, r);
         fn run<const N: usize, const T: usize>(
             raw: &[u8],
             sym: impl Fn(u8) -> u32,
-            lookup: impl Fn(u32, u32) -> Option<(u32, u32)>,
+            bpe: &Bpe,
+            pairs: &Pairs,
             out: &mut Vec<u32>,
         ) {
             let mut ids = [0u32; N];
+            let mut small = true;
             for (slot, &b) in ids.iter_mut().zip(raw) {
                 *slot = sym(b);
+                small &= *slot < 0xffff;
             }
-            let n = merge_in_tree::<N, T>(&mut ids, raw.len().min(N), lookup);
+            let n = raw.len().min(N);
+            // As in `merge_array`: with symbols below 0xffff in the 16-bit form every merged
+            // id is too, so each lookup skips the form test and range check (~10 % of the
+            // tree merge's instructions).
+            let n = if small && pairs.is_packed() {
+                merge_in_tree::<N, T>(&mut ids, n, |l, r| pairs.get_packed(l, r))
+            } else {
+                merge_in_tree::<N, T>(&mut ids, n, |l, r| bpe.lookup_table(pairs, l, r))
+            };
             out.extend_from_slice(ids.get(..n).unwrap_or_default());
         }
         // The smallest tree that holds the word: its set-up is linear in its size. All of it
         // is on the stack (56 KB for the largest).
         const { assert!(TREE_WORD <= 2048) };
         match raw.len() {
-            0..=32 => run::<32, 64>(raw, sym, lookup, out),
-            33..=64 => run::<64, 128>(raw, sym, lookup, out),
-            65..=128 => run::<128, 256>(raw, sym, lookup, out),
-            129..=256 => run::<256, 512>(raw, sym, lookup, out),
-            257..=512 => run::<512, 1024>(raw, sym, lookup, out),
-            513..=1024 => run::<1024, 2048>(raw, sym, lookup, out),
-            _ => run::<2048, 4096>(raw, sym, lookup, out),
+            0..=32 => run::<32, 64>(raw, sym, self, pairs, out),
+            33..=64 => run::<64, 128>(raw, sym, self, pairs, out),
+            65..=128 => run::<128, 256>(raw, sym, self, pairs, out),
+            129..=256 => run::<256, 512>(raw, sym, self, pairs, out),
+            257..=512 => run::<512, 1024>(raw, sym, self, pairs, out),
+            513..=1024 => run::<1024, 2048>(raw, sym, self, pairs, out),
+            _ => run::<2048, 4096>(raw, sym, self, pairs, out),
         }
     }
 
