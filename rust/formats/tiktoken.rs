@@ -415,10 +415,8 @@ impl Ranked {
                     if field(line, r1).is_some() {
                         return None;
                     }
-                    if !decode_b64(token, &mut bytes) {
-                        bytes.truncate(before);
-                        decode_b64_lenient(token, &mut bytes).ok()?;
-                    }
+                    // Off the plain path: the lenient reader (the same bytes on canonical base64).
+                    decode_b64_lenient(token, &mut bytes).ok()?;
                     ends.push(u32::try_from(bytes.len()).ok()?);
                     ranks.push(rank);
                 } else if !line.is_empty() {

@@ -516,6 +516,25 @@ fn push_byte_level(raw: &[u8], buf: &mut String) {
     }
 }
 
+/// Fills `ids` with a word's symbols (`sym(b)` per byte of `raw`, as many as fit): their
+/// count, and whether the 16-bit pair lookups apply to the whole merge. They do when the
+/// table is in that form and every symbol is below 0xffff, since every merged id then is too:
+/// the table's range check and form test are decided once for the word.
+#[inline(always)]
+fn word_symbols(
+    ids: &mut [u32],
+    raw: &[u8],
+    sym: impl Fn(u8) -> u32,
+    pairs: &Pairs,
+) -> (usize, bool) {
+    let mut small = true;
+    for (slot, &b) in ids.iter_mut().zip(raw) {
+        *slot = sym(b);
+        small &= *slot < 0xffff;
+    }
+    (raw.len().min(ids.len()), small && pairs.is_packed())
+}
+
 /// `Pairs::get_packed_bits` of a pair that is no merge: rank 0xffff (every rank of the 16-bit
 /// form is below it), id 0xffff.
 const NO_PACKED: u32 = u32::MAX;
@@ -1497,17 +1516,9 @@ impl Bpe {
     /// stack arrays, ids appended to `out` (see `merge_in_array`).
     fn merge_array(&self, raw: &[u8], sym: impl Fn(u8) -> u32, out: &mut Vec<u32>) {
         let mut ids = [0u32; ARRAY_WORD];
-        let mut n = 0;
-        let mut small = true;
-        for (slot, &b) in ids.iter_mut().zip(raw) {
-            *slot = sym(b);
-            small &= *slot < 0xffff;
-            n += 1;
-        }
         let pairs = self.pairs();
-        // In the 16-bit form every merged id is below 0xffff too, so with symbols that
-        // small the table's range check and form test are decided once for the word.
-        let n = if small && pairs.is_packed() {
+        let (n, packed) = word_symbols(&mut ids, raw, sym, pairs);
+        let n = if packed {
             merge_in_array_packed(pairs, &mut ids, n)
         } else {
             self.merge_in_array(pairs, &mut ids, n)
@@ -1527,16 +1538,10 @@ impl Bpe {
             out: &mut Vec<u32>,
         ) {
             let mut ids = [0u32; N];
-            let mut small = true;
-            for (slot, &b) in ids.iter_mut().zip(raw) {
-                *slot = sym(b);
-                small &= *slot < 0xffff;
-            }
-            let n = raw.len().min(N);
-            // As in `merge_array`: with symbols below 0xffff in the 16-bit form every merged
-            // id is too, so each lookup skips the form test and range check (~10 % of the
-            // tree merge's instructions).
-            let n = if small && pairs.is_packed() {
+            // The 16-bit lookups skip the form test and range check (~10 % of the tree
+            // merge's instructions).
+            let (n, packed) = word_symbols(&mut ids, raw, sym, pairs);
+            let n = if packed {
                 merge_in_tree::<N, T>(&mut ids, n, |l, r| pairs.get_packed(l, r))
             } else {
                 merge_in_tree::<N, T>(&mut ids, n, |l, r| bpe.lookup_table(pairs, l, r))
