@@ -229,6 +229,18 @@ impl AddedVocabulary {
         Ok(())
     }
 
+    /// Stop finding the tokens in texts: they keep their ids (for decoding, skipping and
+    /// lookups) but a text spelling one is encoded as text, as mistral-common encodes it.
+    pub fn match_nothing(&mut self) {
+        for m in [&mut self.raw, &mut self.normalized] {
+            *m = Matcher {
+                ac: None,
+                ids: vec![],
+                firsts: vec![],
+            };
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }

@@ -170,6 +170,24 @@ impl Tokenizer {
         ))
     }
 
+    /// A tokenizer from Mistral's `tekken.json`, encoding as mistral-common's `Tekkenizer`
+    /// (`crate::formats::tekken`); adding special tokens puts its `<s>` first, and a special
+    /// token's string in a text is text.
+    pub fn from_tekken(bytes: &[u8]) -> Result<Self> {
+        let (v, bpe) = crate::formats::tekken::pipeline(bytes)?;
+        let (mut core, padding, truncation) = crate::formats::tokenizer_json::build_with_model(
+            v,
+            Some(ModelWrapper::Bpe(Box::new(bpe))),
+        )?;
+        // Control tokens are never read from the text: they are given by id.
+        core.added.match_nothing();
+        Ok(Self::with_core(
+            Backend::Json(Box::new(core)),
+            padding,
+            truncation,
+        ))
+    }
+
     /// A BERT tokenizer from a `vocab.txt`, composed as `BertWordPieceTokenizer` composes it.
     /// `lowercase: None` guesses the casing from the vocabulary; `strip_accents: None` follows
     /// `lowercase`.

@@ -21,6 +21,9 @@ PathLike = Union[str, "os.PathLike[str]"]
 InputSequence = str | Sequence[str]
 EncodeInput = InputSequence | tuple[InputSequence, InputSequence] | list[InputSequence]
 
+# An entry of a tekken.json `vocab` (keys unescaped: structure, never inside a JSON string).
+_TEKKEN_ENTRY = re.compile(rb'\{\s*"rank"\s*:\s*[0-9]+\s*,\s*"token_bytes"\s*:')
+
 # One line of a `.spm` text vocabulary: base64 of the piece, the score, the piece type.
 _SPM_LINE = re.compile(rb"^[A-Za-z0-9+/]+={0,2}[ \t]+[^ \t\r\n]+[ \t]+[0-9]+\r?$")
 
@@ -71,14 +74,14 @@ def _looks_like_spm_text(data: bytes) -> bool:
 
 def detect_kind(data: bytes) -> str:
     """What a tokenizer file holds, by its content (never by its name):
-    ``"tokenizer.json"``, ``"sentencepiece"`` (a protobuf .model), ``"spm"`` (the text
+    ``"tokenizer.json"``, ``"tekken"`` (Mistral's tekken.json), ``"sentencepiece"`` (a protobuf .model), ``"spm"`` (the text
     vocabulary ``base64 score type``), ``"tiktoken"`` (lines ``base64 rank``) or
     ``"vocab.txt"`` (one WordPiece token per line)."""
     head = data[:64].lstrip(b" \t\r\n")
     if head.startswith(b"\xef\xbb\xbf"):
         head = head[3:].lstrip(b" \t\r\n")
     if head.startswith(b"{"):
-        return "tokenizer.json"
+        return "tekken" if _TEKKEN_ENTRY.search(data, 0, 1 << 16) else "tokenizer.json"
     if _looks_like_model_proto(data):
         return "sentencepiece"
     if _looks_like_spm_text(data):
@@ -136,13 +139,16 @@ class Tokenizer(_core.Tokenizer):
     # ----------------------------------------------------------------- construction
     @classmethod
     def from_file(cls, path: PathLike) -> Tokenizer:
-        """Load any supported file, recognised by its content: a tokenizer.json, a SentencePiece
+        """Load any supported file, recognised by its content: a tokenizer.json, Mistral's
+        tekken.json, a SentencePiece
         .model (protobuf, whatever its name), a .spm text vocabulary, one of OpenAI's published
         .tiktoken files or a BERT vocab.txt."""
         data = _read(path)
         kind = detect_kind(data)
         if kind == "tokenizer.json":
             return cls.from_buffer(data)
+        if kind == "tekken":
+            return cls.from_tekken(data)
         if kind == "sentencepiece":
             return cls.from_sentencepiece(data)
         if kind == "spm":
@@ -197,6 +203,17 @@ class Tokenizer(_core.Tokenizer):
         specials = sorted((special_tokens or {}).items(), key=lambda kv: kv[1])
         core = _core_constructor("from_tiktoken")(data, pattern, specials)
         return cls(core, ("tiktoken", data, {"pattern": pattern, "special_tokens": specials}))
+
+    @classmethod
+    def from_tekken(cls, path_or_bytes: PathLike | bytes) -> Tokenizer:
+        """A tokenizer from Mistral's tekken.json, encoding as mistral-common's `Tekkenizer`:
+        ids are the ranks plus the number of special tokens, which come first;
+        `add_special_tokens=True` puts `<s>` before each sequence (`encode(s, bos=True,
+        eos=False)`). Special tokens written in a text are read as text, as there (they are
+        given by id); saved as tokenizer.json, they become added tokens that are matched."""
+        data = _read(path_or_bytes)
+        core = _core_constructor("from_tekken")(data)
+        return cls(core, ("tekken", data, {}))
 
     @classmethod
     def from_sentencepiece(cls, path_or_bytes: PathLike | bytes) -> Tokenizer:
@@ -275,6 +292,8 @@ class Tokenizer(_core.Tokenizer):
                 other = Tokenizer._from_spm_bytes(data, opts)
             elif kind == "vocab.txt":
                 other = Tokenizer._from_vocab_bytes(data, opts["lowercase"], opts["strip_accents"])
+            elif kind == "tekken":
+                other = Tokenizer.from_tekken(data)
             elif kind == "tiktoken":
                 other = Tokenizer.from_tiktoken(data, opts["pattern"], dict(opts["special_tokens"]))
             else:

@@ -337,6 +337,15 @@ impl PyTokenizer {
         Ok(Self::new(py, tok))
     }
 
+    /// A tokenizer over Mistral's `tekken.json` (its bytes), encoding as mistral-common does.
+    #[staticmethod]
+    fn from_tekken(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
+        let tok = py
+            .detach(|| Tokenizer::from_tekken(data))
+            .map_err(to_py_err)?;
+        Ok(Self::new(py, tok))
+    }
+
     /// A tokenizer over a SentencePiece `.model` (its bytes), run as sentencepiece runs it.
     #[staticmethod]
     fn from_sentencepiece(py: Python<'_>, data: &[u8]) -> PyResult<Self> {

@@ -319,7 +319,10 @@ fn is_py_space(b: u8) -> bool {
 /// line that is not canonical base64: characters outside the alphabet are skipped, `=` is
 /// skipped until it completes a group of four (then the data ends there), and unused bits
 /// are dropped. An error where Python raises one: data left over that is not whole bytes.
-fn decode_b64_lenient(s: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), &'static str> {
+pub(crate) fn decode_b64_lenient(
+    s: &[u8],
+    out: &mut Vec<u8>,
+) -> std::result::Result<(), &'static str> {
     let (mut quad, mut pads, mut left) = (0u32, 0u32, 0u32);
     for &c in s {
         if c == b'=' {
