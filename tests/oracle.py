@@ -52,6 +52,17 @@ def data_path(*parts: str) -> Path:
     return path
 
 
+def corpus_lines(limit: int) -> list[str]:
+    """Up to `limit` lines of each of the English, multilingual and Japanese corpora of the
+    shared data (none when it is absent)."""
+    lines: list[str] = []
+    for name in ("big.txt", "udhr2_all.txt", "wagahaiwa_nekodearu.txt"):
+        path = DATA_DIR / "corpora" / name
+        if path.exists():
+            lines += path.read_text(encoding="utf-8", errors="replace").splitlines()[:limit]
+    return lines
+
+
 ENCODING_FIELDS = (
     "ids",
     "tokens",

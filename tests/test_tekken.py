@@ -16,7 +16,7 @@ import piecework
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracle import DATA_DIR, SWEEP
+from oracle import DATA_DIR, SWEEP, corpus_lines
 from strategies import corner_text
 
 tekken = pytest.importorskip("mistral_common.tokens.tokenizers.tekken")
@@ -89,22 +89,13 @@ _BUILT_IN = [
 ]
 
 
-def _corpus_lines(limit: int) -> list[str]:
-    lines: list[str] = []
-    for name in ("big.txt", "udhr2_all.txt", "wagahaiwa_nekodearu.txt"):
-        path = DATA_DIR / "corpora" / name
-        if path.exists():
-            lines += path.read_text(encoding="utf-8", errors="replace").splitlines()[:limit]
-    return lines
-
-
 def test_packaged_files_equal_mistral_common(packaged):
     ours, theirs = packaged
     assert _check(ours, theirs, _BUILT_IN) == len(_BUILT_IN)
 
 
 def test_packaged_files_on_the_corpora(packaged):
-    lines = _corpus_lines(200_000 if SWEEP else 1_500)
+    lines = corpus_lines(200_000 if SWEEP else 1_500)
     if not lines:
         pytest.skip(f"no corpora in {DATA_DIR / 'corpora'} (the ../shared data)")
     ours, theirs = packaged

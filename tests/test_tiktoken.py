@@ -14,7 +14,7 @@ import piecework
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from oracle import DATA_DIR, SWEEP, data_path
+from oracle import DATA_DIR, SWEEP, corpus_lines, data_path
 from piecework import _tiktoken
 from strategies import corner_text
 
@@ -226,18 +226,9 @@ def cl100k():
     return (piecework.Tokenizer.from_file(DATA_DIR / CL100K), *_pair(data, "cl100k_base"))
 
 
-def _corpus_lines(limit: int) -> list[str]:
-    lines: list[str] = []
-    for name in ("big.txt", "udhr2_all.txt", "wagahaiwa_nekodearu.txt"):
-        path = DATA_DIR / "corpora" / name
-        if path.exists():
-            lines += path.read_text(encoding="utf-8", errors="replace").splitlines()[:limit]
-    return lines
-
-
 def test_cl100k_corpus_equals_tiktoken(cl100k):
     from_file, ours, theirs = cl100k
-    lines = _corpus_lines(200_000 if SWEEP else 3_000)
+    lines = corpus_lines(200_000 if SWEEP else 3_000)
     assert _check(ours, theirs, lines) == len(lines)
     # from_file recognises the published file and takes tiktoken's pattern and special tokens.
     assert _check(from_file, theirs, lines[:500]) == min(500, len(lines))
@@ -285,7 +276,7 @@ def test_cl100k_saved_as_tokenizer_json(cl100k):
     saved = ours.to_str()
     again = piecework.Tokenizer.from_str(saved)
     hf = tokenizers.Tokenizer.from_str(saved)
-    for text in _corpus_lines(200)[:200] + ["Hello world, it's 12345 ok\n\n  "]:
+    for text in corpus_lines(200)[:200] + ["Hello world, it's 12345 ok\n\n  "]:
         expected = theirs.encode_ordinary(text)
         assert again.encode_ids(text, add_special_tokens=False) == expected
         assert hf.encode(text, add_special_tokens=False).ids == expected
