@@ -1234,9 +1234,10 @@ impl WordKey {
         if word.is_empty() || word.len() > MAX_WORD {
             return None;
         }
-        let mut buf = [0u8; MAX_WORD];
-        buf[..word.len()].copy_from_slice(word);
-        Some(Self::of(&buf, word.len()))
+        Some(WordKey {
+            k: padded_words(word),
+            len: word.len() as u8,
+        })
     }
 
     /// The key of `▁` followed by `word` (as `new` gives it).
@@ -1246,19 +1247,13 @@ impl WordKey {
         if len > MAX_WORD {
             return None;
         }
-        let mut buf = [0u8; MAX_WORD];
-        buf[..SPACE.len()].copy_from_slice(SPACE);
-        buf.get_mut(SPACE.len()..len)?.copy_from_slice(word);
-        Some(Self::of(&buf, len))
-    }
-
-    #[inline]
-    fn of(buf: &[u8; MAX_WORD], len: usize) -> WordKey {
-        let w = |i: usize| u64::from_le_bytes(buf[i..i + 8].try_into().unwrap_or_default());
-        WordKey {
-            k: [w(0), w(8), w(16)],
+        // The word's padded words moved up by the `▁`'s three bytes.
+        let [a, b, c] = padded_words(word);
+        let space = u64::from(SPACE[0]) | u64::from(SPACE[1]) << 8 | u64::from(SPACE[2]) << 16;
+        Some(WordKey {
+            k: [space | a << 24, a >> 40 | b << 24, b >> 40 | c << 24],
             len: len as u8,
-        }
+        })
     }
 
     #[inline]
@@ -1268,6 +1263,39 @@ impl WordKey {
             .wrapping_add(u64::from(self.len))
             .wrapping_mul(K);
         (h >> 40) as usize & (SETS - 1)
+    }
+}
+
+/// `w` (at most `MAX_WORD` bytes) padded with zeros to 24 bytes, as three little-endian
+/// words, read as whole words from `w` alone (no copy to a zeroed buffer, which cost a
+/// `memcpy` call per key): overlapping reads of the first and last bytes, the overlap
+/// dropped by a shift (or OR-ed with itself: the same bytes at the same places).
+#[inline(always)]
+fn padded_words(w: &[u8]) -> [u64; 3] {
+    let n = w.len();
+    let at = |i: usize, k: usize| -> u64 {
+        // `k` bytes at `i`, little-endian (callers stay inside `w`).
+        let mut v = 0u64;
+        if let Some(b) = w.get(i..i + k) {
+            let mut t = [0u8; 8];
+            t[..k].copy_from_slice(b);
+            v = u64::from_le_bytes(t);
+        }
+        v
+    };
+    // The last 8 bytes of `w[..end]` (`end >= 8`) moved down to start at `from`.
+    let tail = |end: usize, from: usize| at(end - 8, 8) >> (8 * (from + 8 - end));
+    match n {
+        0 => [0; 3],
+        1..=3 => [
+            at(0, 1) | at(n / 2, 1) << (8 * (n / 2)) | at(n - 1, 1) << (8 * (n - 1)),
+            0,
+            0,
+        ],
+        4..=7 => [at(0, 4) | at(n - 4, 4) << (8 * (n - 4)), 0, 0],
+        8 => [at(0, 8), 0, 0],
+        9..=16 => [at(0, 8), tail(n, 8), 0],
+        _ => [at(0, 8), at(8, 8), tail(n.min(MAX_WORD), 16)],
     }
 }
 
@@ -2175,6 +2203,28 @@ mod tests {
             hits += cache.hits;
         }
         assert!(composed > 300 && hits > 100_000, "{composed} {hits}");
+    }
+
+    #[test]
+    fn word_keys_are_the_zero_padded_bytes() {
+        let mut rng = crate::test_rng(0x9E37_79B9_7F4A_7C15u64);
+        for len in 0..=30usize {
+            for _ in 0..50 {
+                let w: Vec<u8> = (0..len).map(|_| (rng() % 256) as u8).collect();
+                let pad = |b: &[u8]| {
+                    let mut buf = [0u8; MAX_WORD];
+                    buf[..b.len()].copy_from_slice(b);
+                    let r = |i: usize| u64::from_le_bytes(buf[i..i + 8].try_into().unwrap());
+                    [r(0), r(8), r(16)]
+                };
+                let want = (1..=MAX_WORD).contains(&len).then(|| pad(&w));
+                assert_eq!(WordKey::new(&w).map(|k| k.k), want, "{w:?}");
+                let sw = [SPACE, &w[..]].concat();
+                let want = (sw.len() <= MAX_WORD).then(|| pad(&sw));
+                assert_eq!(WordKey::spaced(&w).map(|k| k.k), want, "{w:?}");
+                assert!(WordKey::spaced(&w).is_none_or(|k| usize::from(k.len) == sw.len()));
+            }
+        }
     }
 
     #[test]
