@@ -324,10 +324,54 @@ struct Trie {
     up: Vec<u32>,
 }
 
+/// Sort the entries by their strings' bytes: a stable radix sort on the first eight bytes
+/// (`head`, a byte a pass, skipping the bytes every entry shares), then each run of equal
+/// heads by the rest of its bytes (strings that long are few; the comparison sort of every
+/// entry cost ~2.5 times the instructions).
+fn sort_by_bytes(ents: &mut Vec<Ent>, arena: &[u8]) {
+    let mut counts = vec![[0u32; 256]; 8];
+    for e in ents.iter() {
+        for (d, c) in counts.iter_mut().enumerate() {
+            c[(e.head >> (8 * d)) as u8 as usize] += 1;
+        }
+    }
+    let n = ents.len() as u32;
+    let mut tmp = ents.clone();
+    for (d, c) in counts.iter().enumerate() {
+        if c.contains(&n) {
+            continue;
+        }
+        let mut at = [0u32; 256];
+        let mut sum = 0;
+        for (a, &k) in at.iter_mut().zip(c.iter()) {
+            *a = sum;
+            sum += k;
+        }
+        for e in ents.iter() {
+            let slot = &mut at[(e.head >> (8 * d)) as u8 as usize];
+            if let Some(t) = tmp.get_mut(*slot as usize) {
+                *t = *e;
+            }
+            *slot += 1;
+        }
+        std::mem::swap(ents, &mut tmp);
+    }
+    let bytes = |e: &Ent| arena.get(e.off as usize..e.off as usize + e.len as usize);
+    let mut i = 0;
+    while i < ents.len() {
+        let head = ents[i].head;
+        let run = ents[i..].iter().take_while(|e| e.head == head).count();
+        if run > 1 {
+            ents[i..i + run].sort_unstable_by(|x, y| bytes(x).cmp(&bytes(y)));
+        }
+        i += run;
+    }
+}
+
 impl Backtrack {
     /// Build from every (string, id) of the vocabulary, the base symbol id of a character,
     /// the merge table `lookup(left, right) -> (rank, merged id)` and its entries
-    /// `(left, right, rank)`. None when the model does not meet the preconditions.
+    /// `(left, right, rank, merged id)`. None when the model does not meet the preconditions.
     ///
     /// Building must stay cheap (it happens on the first long word, inside that encode), so
     /// no token is merged on its own: tokens are taken shortest first, and a token t of
@@ -336,13 +380,15 @@ impl Backtrack {
     /// (`seam_holds` without the top pair, exact for l and r, whose own parts were checked
     /// before) and (l, r) merges into t (then it fires: it is the only pair left). The run is
     /// deterministic, so at most one two-symbol state lies on it: the first (l, r) that
-    /// passes is the split, and when none passes the run never ends in t.
+    /// passes is the split, and when none passes the run never ends in t. The candidates
+    /// (l, r) are the merges listed as making t whose parts spell t: a pair on the run that
+    /// the table merges into another id leaves t unreachable either way.
     pub fn build<'a, V, B, L, M>(vocab: V, base: B, lookup: L, merges: M) -> Option<Backtrack>
     where
         V: Iterator<Item = (&'a str, u32)>,
         B: Fn(char) -> Option<u32>,
         L: Fn(u32, u32) -> Option<(u32, u32)>,
-        M: Iterator<Item = (u32, u32, u32)>,
+        M: Iterator<Item = (u32, u32, u32, u32)>,
     {
         // The strings copied once into one buffer (the later passes read them in other
         // orders, which across separate allocations costs a cache miss each), then sorted
@@ -368,7 +414,7 @@ impl Backtrack {
             arena.extend_from_slice(b);
         }
         let bytes = |e: &Ent| arena.get(e.off as usize..e.off as usize + e.len as usize);
-        ents.sort_unstable_by(|x, y| x.head.cmp(&y.head).then_with(|| bytes(x).cmp(&bytes(y))));
+        sort_by_bytes(&mut ents, &arena);
         let n = ents.len();
         // Dense indices fit the pair keys (of the pair table and `valid_memo`).
         if n >= 1 << PAIR_BITS {
@@ -431,16 +477,49 @@ impl Backtrack {
         }
         // Every merge of two tokens (those with an unreachable part are never looked up:
         // only reachable tokens are ever adjacent).
+        // Beside it, by the dense index of the token made, the merges whose parts spell it
+        // (a counting sort: `made` then `cands`), the split candidates of that token.
         let mut list = Vec::new();
-        for (a, b, rank) in merges {
-            let (Some(&da), Some(&db)) = (dense_of.get(a as usize), dense_of.get(b as usize))
-            else {
+        let mut made = Vec::new();
+        let dense = |id: u32| dense_of.get(id as usize).copied().unwrap_or(NONE);
+        for (a, b, rank, m) in merges {
+            let (da, db) = (dense(a), dense(b));
+            if da == NONE || db == NONE {
                 continue;
+            }
+            list.push((da, db, rank.checked_add(1).filter(|&r| r < INF)?));
+            let dm = dense(m);
+            let spelled = |x: u32| {
+                let e = ents.get(*by_len.get(x as usize)? as usize)?;
+                bytes(e)
             };
-            if da != NONE && db != NONE {
-                list.push((da, db, rank.checked_add(1).filter(|&r| r < INF)?));
+            if let (Some(sa), Some(sb), Some(sm)) = (spelled(da), spelled(db), spelled(dm)) {
+                if sa.len() + sb.len() == sm.len() && sm.starts_with(sa) && sm.ends_with(sb) {
+                    made.push(dm);
+                    continue;
+                }
+            }
+            made.push(NONE);
+        }
+        let mut cand_at = vec![0u32; n + 1];
+        for &dm in made.iter().filter(|&&dm| dm != NONE) {
+            *cand_at.get_mut(dm as usize + 1)? += 1;
+        }
+        for i in 1..cand_at.len() {
+            cand_at[i] += cand_at[i - 1];
+        }
+        let mut cands = vec![(NONE, NONE); cand_at.last().map_or(0, |&c| c as usize)];
+        {
+            let mut fill = cand_at.clone();
+            for (&dm, &(da, db, _)) in made.iter().zip(&list) {
+                if dm != NONE {
+                    let f = fill.get_mut(dm as usize)?;
+                    *cands.get_mut(*f as usize)? = (da, db);
+                    *f += 1;
+                }
             }
         }
+        drop(made);
         let mut bt = Backtrack {
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             toks,
@@ -450,9 +529,9 @@ impl Backtrack {
             wide,
             root2: Vec::new(),
         };
-        // Reachability, splits and prefix links, shortest first. The trie's end marks of
-        // tokens found unreachable are removed as we go, so `exact` finds only reachable
-        // tokens among the shorter ones (all that a token's parts can be).
+        // Reachability, splits and prefix links, shortest first (a token's parts are shorter,
+        // so decided before it). The trie's end marks of tokens found unreachable are removed
+        // as we go, so that `longest` finds only reachable tokens.
         for d in 0..n {
             let e = *ents.get(*by_len.get(d)? as usize)?;
             let s = bytes(&e)?;
@@ -471,37 +550,37 @@ impl Backtrack {
                 }
             }
             while let Some(&tl) = bt.toks.get(l as usize) {
-                let next = *up.get(l as usize)?;
-                if tl.rank == INF {
-                    l = next;
-                    continue;
-                }
-                if prefix == NONE {
+                if tl.rank != INF {
                     prefix = l;
-                }
-                if single.is_some() || reach.is_some() {
                     break;
                 }
-                let r = bt.exact(&nodes, s.get(tl.len as usize..)?);
-                if let (Some(&tr), Some(_)) = (bt.toks.get(r as usize), bt.pairs.get(l, r)) {
-                    if seam_holds(&bt.toks, |x, y| bt.pairs.get(x, y), l, r, false) {
-                        // [l, r] is on the run; t is reachable iff (l, r) makes t.
-                        if let Some((rank, merged)) = lookup(tl.id, tr.id) {
-                            if merged == e.id {
-                                let rank = rank.checked_add(1).filter(|&r| r < INF)?;
-                                // The precondition: a token ranks after its parts.
-                                if tl.rank >= rank || tr.rank >= rank {
-                                    return None;
-                                }
-                                reach = Some((rank, l, r));
-                            }
+                l = *up.get(l as usize)?;
+            }
+            let (from, to) = (*cand_at.get(d)? as usize, *cand_at.get(d + 1)? as usize);
+            for &(l, r) in cands.get(from..to)?.iter().filter(|_| single.is_none()) {
+                let (Some(&tl), Some(&tr)) = (bt.toks.get(l as usize), bt.toks.get(r as usize))
+                else {
+                    continue;
+                };
+                if tl.rank == INF
+                    || tr.rank == INF
+                    || !seam_holds(&bt.toks, |x, y| bt.pairs.get(x, y), l, r, false)
+                {
+                    continue;
+                }
+                // [l, r] is on the run; t is reachable iff (l, r) makes t.
+                if let Some((rank, merged)) = lookup(tl.id, tr.id) {
+                    if merged == e.id {
+                        let rank = rank.checked_add(1).filter(|&r| r < INF)?;
+                        // The precondition: a token ranks after its parts.
+                        if tl.rank >= rank || tr.rank >= rank {
+                            return None;
                         }
-                        // No other (l, r) can pass (see above): only the prefix link is
-                        // still wanted, found already.
-                        break;
+                        reach = Some((rank, l, r));
                     }
                 }
-                l = next;
+                // No other (l, r) can pass (see above).
+                break;
             }
             let tok = bt.toks.get_mut(d)?;
             tok.prefix = prefix;
@@ -560,100 +639,106 @@ impl Backtrack {
         Some(root2)
     }
 
-    /// The trie of the byte-sorted strings, laid out breadth first. Built without hashing:
-    /// in byte order, a string shares with the previous one exactly the path of their
-    /// common prefix, so a preorder trie (children chained in byte order) grows by
-    /// appending, and the tokens along that path give each token's longest proper prefix
-    /// token (`up`); then a breadth-first pass lays the trie out.
+    /// The trie of the byte-sorted strings, laid out breadth first, built without hashing
+    /// or a second layout pass: in byte order a string shares with the previous one exactly
+    /// the path of their common prefix (of length `lcp`) and adds one node at each depth
+    /// after it, and each depth's nodes are made in breadth-first order (left to right), so
+    /// counting the nodes per depth first gives every node its final index as it is made.
+    /// The parent of a new node at depth k + 1 is the last node made at depth k; a string's
+    /// longest proper prefix string (`up`) is the last one ended on its path.
     fn trie(ents: &[Ent], arena: &[u8], dense_at: &[u32]) -> Option<Trie> {
-        #[derive(Clone, Copy)]
-        struct Pre {
-            first: u32,
-            sib: u32,
-            last: u32,
-            end: u32,
-            label: u8,
-        }
-        let fresh = |label| Pre {
-            first: NONE,
-            sib: NONE,
-            last: NONE,
-            end: NONE,
-            label,
-        };
-        let mut pre = vec![fresh(0)];
-        let mut up = vec![NONE; ents.len()];
-        // The current path: node and the last token ending on it at or above that depth.
-        let mut path: Vec<(u32, u32)> = vec![(0, NONE)];
-        let mut prev: &[u8] = &[];
-        for (i, e) in ents.iter().enumerate() {
-            let s = arena.get(e.off as usize..e.off as usize + e.len as usize)?;
-            let k = prev.iter().zip(s).take_while(|(a, b)| a == b).count();
-            if k == s.len() {
+        let bytes = |e: &Ent| arena.get(e.off as usize..e.off as usize + e.len as usize);
+        // The common prefix with the previous string, from the heads where they differ
+        // there (zero padding: capped by the lengths).
+        let mut lcp = Vec::with_capacity(ents.len());
+        let mut max_len = 0;
+        let mut prev: Option<&Ent> = None;
+        for e in ents {
+            let k = match prev {
+                None => 0,
+                Some(p) => {
+                    let x = p.head ^ e.head;
+                    let short = p.len.min(e.len);
+                    if x != 0 {
+                        (x.leading_zeros() / 8).min(short)
+                    } else if short <= 8 {
+                        short
+                    } else {
+                        let (a, b) = (bytes(p)?, bytes(e)?);
+                        8 + a.get(8..)?.iter().zip(b.get(8..)?).take_while(|(x, y)| x == y).count()
+                            as u32
+                    }
+                }
+            };
+            if k >= e.len {
                 // The same string twice: not one id per string.
                 return None;
             }
-            path.truncate(k + 1);
-            for &b in s.get(k..)? {
-                let &(parent, above) = path.last()?;
-                let node = pre.len() as u32;
-                pre.push(fresh(b));
-                let p = pre.get_mut(parent as usize)?;
-                let last = std::mem::replace(&mut p.last, node);
-                match last {
-                    NONE => p.first = node,
-                    l => pre.get_mut(l as usize)?.sib = node,
-                }
-                path.push((node, above));
-            }
-            let t = *dense_at.get(i)?;
-            let end = path.last_mut()?;
-            *up.get_mut(t as usize)? = end.1;
-            end.1 = t;
-            pre.get_mut(end.0 as usize)?.end = t;
-            prev = s;
+            lcp.push(k);
+            max_len = max_len.max(e.len as usize);
+            prev = Some(e);
         }
-        let total = pre.len();
+        // Nodes per depth (depth k holds a string's node for its byte k - 1): string i
+        // makes one at each depth in lcp + 1 ..= len. `next[k]` is the next index at depth k.
+        let mut next = vec![0u32; max_len + 2];
+        for (e, &k) in ents.iter().zip(&lcp) {
+            *next.get_mut(k as usize + 1)? += 1;
+            let end = next.get_mut(e.len as usize + 1)?;
+            *end = end.wrapping_sub(1);
+        }
+        let (mut level, mut at) = (0u32, 1u32);
+        for n in next.iter_mut().skip(1) {
+            level = level.wrapping_add(*n);
+            *n = at;
+            at += level;
+        }
+        let total = at as usize;
+        if let Some(root) = next.first_mut() {
+            *root = 1; // "last made at depth 0" is then next[0] - 1 = the root
+        }
         let empty = Node {
             first: 0,
             count: 0,
             wide: NONE,
             tok: NONE,
         };
+        let mut nodes = vec![empty; total];
         // `label` has 8 bytes of padding: `child` reads a narrow node's labels as one word.
-        let (mut nodes, mut label, mut wide) =
-            (vec![empty; total], vec![0u8; total + 8], Vec::new());
+        let mut label = vec![0u8; total + 8];
         let mut node_of = vec![NONE; ents.len()];
-        // `order[k]` is the preorder node placed at breadth-first index k.
-        let mut order = Vec::with_capacity(total);
-        order.push(0u32);
-        let mut k = 0;
-        while let Some(&old) = order.get(k) {
-            let p = *pre.get(old as usize)?;
-            if p.end != NONE {
-                *node_of.get_mut(p.end as usize)? = k as u32;
-            }
-            let begin = order.len();
-            let mut c = p.first;
-            while let Some(child) = pre.get(c as usize) {
-                *label.get_mut(order.len())? = child.label;
-                order.push(c);
-                c = child.sib;
-            }
-            let count = (order.len() - begin) as u32;
-            let node = nodes.get_mut(k)?;
-            node.tok = p.end;
-            node.first = begin as u32;
-            node.count = count;
-            if count > NARROW {
-                node.wide = (wide.len() / 256) as u32;
-                let block = wide.len();
-                wide.resize(block + 256, NONE);
-                for j in begin..order.len() {
-                    *wide.get_mut(block + *label.get(j)? as usize)? = j as u32;
+        let mut up = vec![NONE; ents.len()];
+        // `above[k]`: the last string ended on the current path at depth k or above.
+        let mut above = vec![NONE; max_len + 1];
+        for ((e, &k), &t) in ents.iter().zip(&lcp).zip(dense_at) {
+            let s = bytes(e)?;
+            for d in k as usize..s.len() {
+                let parent = *next.get(d)? - 1;
+                let slot = next.get_mut(d + 1)?;
+                let node = *slot;
+                *slot += 1;
+                let p = nodes.get_mut(parent as usize)?;
+                if p.count == 0 {
+                    p.first = node;
                 }
+                p.count += 1;
+                *label.get_mut(node as usize)? = *s.get(d)?;
+                *above.get_mut(d + 1)? = *above.get(d)?;
             }
-            k += 1;
+            let end = *next.get(s.len())? - 1;
+            nodes.get_mut(end as usize)?.tok = t;
+            *node_of.get_mut(t as usize)? = end;
+            let a = above.get_mut(s.len())?;
+            *up.get_mut(t as usize)? = *a;
+            *a = t;
+        }
+        let mut wide = Vec::new();
+        for node in nodes.iter_mut().filter(|n| n.count > NARROW) {
+            node.wide = (wide.len() / 256) as u32;
+            let block = wide.len();
+            wide.resize(block + 256, NONE);
+            for j in node.first..node.first + node.count {
+                *wide.get_mut(block + *label.get(j as usize)? as usize)? = j;
+            }
         }
         Some(Trie {
             nodes,
@@ -662,19 +747,6 @@ impl Backtrack {
             node_of,
             up,
         })
-    }
-
-    /// The node of the token spelled exactly `s` (dense), or NONE; `nodes` given apart as
-    /// `build` still edits them.
-    fn exact(&self, nodes: &[Node], s: &[u8]) -> u32 {
-        let mut node = 0u32;
-        for &b in s {
-            let Some(nd) = nodes.get(node as usize) else {
-                return NONE;
-            };
-            node = self.child(nd, b);
-        }
-        nodes.get(node as usize).map_or(NONE, |nd| nd.tok)
     }
 
     #[inline]
@@ -997,7 +1069,7 @@ mod tests {
                 lookup,
                 t.merges
                     .iter()
-                    .map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
+                    .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
             );
             let Some(bt) = bt else {
                 continue;
@@ -1026,7 +1098,7 @@ mod tests {
             |a, b| t.merges.get(&key(a, b)).copied(),
             t.merges
                 .iter()
-                .map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
+                .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
         )
     }
 
@@ -1146,7 +1218,7 @@ mod tests {
                 lookup,
                 t.merges
                     .iter()
-                    .map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
+                    .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
             );
             // The plain reference: (rank + 1, left id, right id) of each reachable token.
             let mut reach: AHashMap<u32, (u32, u32, u32)> = AHashMap::new();
@@ -1272,7 +1344,7 @@ mod tests {
             |a, b| merges.get(&key(a, b)).copied(),
             merges
                 .iter()
-                .map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
+                .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
         );
         assert!(bt.is_none());
     }
@@ -1296,7 +1368,7 @@ mod tests {
             |a, b| merges.get(&key(a, b)).copied(),
             merges
                 .iter()
-                .map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
+                .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
         )
         .unwrap();
         let text = "a".repeat(1_000_003);
