@@ -261,7 +261,7 @@ impl PairTable {
 /// counts too (it would fire last), so true means BPE gives [t1, t2] back; without, it
 /// decides whether the run of the concatenation passes through [t1, t2] (a token's split).
 /// `pair` gives rank + 1 of a merge of two tokens. The `rmin`/`lmin` bounds of `toks` only
-/// prune: zero bounds (during `build`) make the walk complete.
+/// prune: any lower bounds do (`build` uses looser ones while reachability is not known).
 #[inline]
 fn seam_holds<P: Fn(u32, u32) -> Option<u32>>(
     toks: &[Tok],
@@ -466,7 +466,7 @@ impl Backtrack {
             toks.push(Tok {
                 id: e.id,
                 len: e.len,
-                // INF: not (yet) known reachable. Zero bounds: no pruning while building.
+                // INF: not (yet) known reachable. The bounds are set once it is.
                 rank: INF,
                 left: NONE,
                 right: NONE,
@@ -477,8 +477,9 @@ impl Backtrack {
         }
         // Every merge of two tokens (those with an unreachable part are never looked up:
         // only reachable tokens are ever adjacent).
-        // Beside it, by the dense index of the token made, the merges whose parts spell it
-        // (a counting sort: `made` then `cands`), the split candidates of that token.
+        // Beside it, by the dense index of the token made, the merges listed as making it
+        // (a counting sort: `made` then `cands`), its split candidates once their parts are
+        // checked to spell it.
         let mut list = Vec::new();
         let mut made = Vec::new();
         let dense = |id: u32| dense_of.get(id as usize).copied().unwrap_or(NONE);
@@ -488,18 +489,7 @@ impl Backtrack {
                 continue;
             }
             list.push((da, db, rank.checked_add(1).filter(|&r| r < INF)?));
-            let dm = dense(m);
-            let spelled = |x: u32| {
-                let e = ents.get(*by_len.get(x as usize)? as usize)?;
-                bytes(e)
-            };
-            if let (Some(sa), Some(sb), Some(sm)) = (spelled(da), spelled(db), spelled(dm)) {
-                if sa.len() + sb.len() == sm.len() && sm.starts_with(sa) && sm.ends_with(sb) {
-                    made.push(dm);
-                    continue;
-                }
-            }
-            made.push(NONE);
+            made.push(dense(m));
         }
         let mut cand_at = vec![0u32; n + 1];
         for &dm in made.iter().filter(|&&dm| dm != NONE) {
@@ -529,6 +519,15 @@ impl Backtrack {
             wide,
             root2: Vec::new(),
         };
+        // Pruning bounds while building: as below but over every merge (a smaller minimum,
+        // still a bound), as the partners' reachability is not known yet.
+        let (mut as_left, mut as_right) = (vec![INF; n], vec![INF; n]);
+        for &(a, b, r) in &list {
+            let l = as_left.get_mut(a as usize)?;
+            *l = (*l).min(r);
+            let rr = as_right.get_mut(b as usize)?;
+            *rr = (*rr).min(r);
+        }
         // Reachability, splits and prefix links, shortest first (a token's parts are shorter,
         // so decided before it). The trie's end marks of tokens found unreachable are removed
         // as we go, so that `longest` finds only reachable tokens.
@@ -568,6 +567,14 @@ impl Backtrack {
                 {
                     continue;
                 }
+                // Checked only now, on the one candidate that passes (if it spells t).
+                let spelled = |x: u32| bytes(ents.get(*by_len.get(x as usize)? as usize)?);
+                let spells = (tl.len + tr.len == e.len)
+                    && spelled(l).is_some_and(|p| s.starts_with(p))
+                    && spelled(r).is_some_and(|q| s.ends_with(q));
+                if !spells {
+                    continue;
+                }
                 // [l, r] is on the run; t is reachable iff (l, r) makes t.
                 if let Some((rank, merged)) = lookup(tl.id, tr.id) {
                     if merged == e.id {
@@ -582,6 +589,11 @@ impl Backtrack {
                 // No other (l, r) can pass (see above).
                 break;
             }
+            let (mut rmin, mut lmin) = (*as_left.get(d)?, *as_right.get(d)?);
+            if let Some((_, l, r)) = reach.filter(|r| r.1 != NONE) {
+                rmin = rmin.min(bt.toks.get(r as usize)?.rmin);
+                lmin = lmin.min(bt.toks.get(l as usize)?.lmin);
+            }
             let tok = bt.toks.get_mut(d)?;
             tok.prefix = prefix;
             match reach {
@@ -589,6 +601,8 @@ impl Backtrack {
                     tok.rank = rank;
                     tok.left = l;
                     tok.right = r;
+                    tok.rmin = rmin;
+                    tok.lmin = lmin;
                 }
                 None => nodes.get_mut(*node_of.get(d)? as usize)?.tok = NONE,
             }
@@ -596,7 +610,8 @@ impl Backtrack {
         // Pruning bounds: per token the smallest rank as a left / right part of a merge
         // between reachable tokens (no other pair is ever adjacent), then the minimum along
         // its right / left spine (parts are shorter, so done before).
-        let (mut as_left, mut as_right) = (vec![INF; n], vec![INF; n]);
+        as_left.fill(INF);
+        as_right.fill(INF);
         let reachable = |t: u32| bt.toks.get(t as usize).is_some_and(|t| t.rank != INF);
         for &(a, b, r) in list.iter().filter(|e| reachable(e.0) && reachable(e.1)) {
             let l = as_left.get_mut(a as usize)?;
