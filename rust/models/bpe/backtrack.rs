@@ -766,13 +766,6 @@ impl Backtrack {
 
     #[inline]
     fn child(&self, node: &Node, b: u8) -> u32 {
-        if node.wide != NONE {
-            let at = node.wide as usize * 256 + b as usize;
-            return self.wide.get(at).copied().unwrap_or(NONE);
-        }
-        // The (at most 8, distinct) labels as one little-endian word, searched all at once:
-        // the lowest zero byte of `x` flags the match (a borrow only ever carries upwards
-        // from a zero byte, so the lowest flag is exact), bytes past `count` masked off.
         let f = node.first as usize;
         if node.count == 1 {
             // A chain (most nodes of long tokens): one compare beats the word search.
@@ -781,6 +774,15 @@ impl Backtrack {
                 _ => NONE,
             };
         }
+        if node.count > NARROW {
+            let at = node.wide as usize * 256 + b as usize;
+            return self.wide.get(at).copied().unwrap_or(NONE);
+        }
+        // The (at most 8, distinct) labels as one little-endian word, searched all at once:
+        // the lowest zero byte of `x` flags the first match in the word (a borrow only ever
+        // carries upwards from a zero byte, so the lowest flag is exact), which is the
+        // node's when it lies before `count` (no mask needed: none flagged gives 8). A leaf
+        // (count 0) finds nothing.
         let Some(&w) = self
             .label
             .get(f..f + 8)
@@ -790,14 +792,13 @@ impl Backtrack {
         };
         const ONES: u64 = 0x0101_0101_0101_0101;
         let x = u64::from_le_bytes(w) ^ (ONES * u64::from(b));
-        let live = u64::MAX
-            .checked_shr(64 - 8 * node.count.min(8))
-            .unwrap_or(0);
-        let hit = x.wrapping_sub(ONES) & !x & (ONES << 7) & live;
-        if hit == 0 {
-            return NONE;
+        let hit = x.wrapping_sub(ONES) & !x & (ONES << 7);
+        let i = hit.trailing_zeros() / 8;
+        if i < node.count {
+            node.first + i
+        } else {
+            NONE
         }
-        node.first + hit.trailing_zeros() / 8
     }
 
     /// The longest reachable token that is a prefix of `s` (dense), or NONE.
