@@ -698,8 +698,12 @@ impl Backtrack {
                         short
                     } else {
                         let (a, b) = (bytes(p)?, bytes(e)?);
-                        8 + a.get(8..)?.iter().zip(b.get(8..)?).take_while(|(x, y)| x == y).count()
-                            as u32
+                        8 + a
+                            .get(8..)?
+                            .iter()
+                            .zip(b.get(8..)?)
+                            .take_while(|(x, y)| x == y)
+                            .count() as u32
                     }
                 }
             };
@@ -743,10 +747,11 @@ impl Backtrack {
         // `above[k]`: the last string ended on the current path at depth k or above.
         let mut above = vec![NONE; max_len + 1];
         for ((e, &k), &t) in ents.iter().zip(&lcp).zip(dense_at) {
-            let s = bytes(e)?;
-            for d in k as usize..s.len() {
-                let parent = *next.get(d)? - 1;
-                let slot = next.get_mut(d + 1)?;
+            let (s, k) = (bytes(e)?, k as usize);
+            // The first new node joins the children of the shared path's end; each one after
+            // is the only child of the one before.
+            let mut parent = *next.get(k)? - 1;
+            for (slot, &b) in next.get_mut(k + 1..=s.len())?.iter_mut().zip(s.get(k..)?) {
                 let node = *slot;
                 *slot += 1;
                 let p = nodes.get_mut(parent as usize)?;
@@ -754,15 +759,16 @@ impl Backtrack {
                     p.first = node;
                 }
                 p.count += 1;
-                *label.get_mut(node as usize)? = *s.get(d)?;
-                *above.get_mut(d + 1)? = *above.get(d)?;
+                *label.get_mut(node as usize)? = b;
+                parent = node;
             }
-            let end = *next.get(s.len())? - 1;
-            nodes.get_mut(end as usize)?.tok = t;
-            *node_of.get_mut(t as usize)? = end;
-            let a = above.get_mut(s.len())?;
-            *up.get_mut(t as usize)? = *a;
-            *a = t;
+            // No string ends on the new nodes above this one's end.
+            let a = *above.get(k)?;
+            above.get_mut(k + 1..s.len())?.fill(a);
+            nodes.get_mut(parent as usize)?.tok = t;
+            *node_of.get_mut(t as usize)? = parent;
+            *up.get_mut(t as usize)? = a;
+            *above.get_mut(s.len())? = t;
         }
         let mut wide = Vec::new();
         for node in nodes.iter_mut().filter(|n| n.count > NARROW) {
@@ -840,6 +846,11 @@ impl Backtrack {
             },
         };
         for &b in rest {
+            // A leaf ends the walk without a search (every longest token's walk ends at one
+            // unless the text ends first or a byte leaves the trie).
+            if node.count == 0 {
+                break;
+            }
             let Some(next) = self.nodes.get(self.child(node, b) as usize) else {
                 break;
             };
@@ -1348,6 +1359,110 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn sort_and_trie_match_plain_definitions() {
+        // Strings sharing long heads (ties past eight bytes), zero bytes against the zero
+        // padding of shorter heads (alphabet {0, 1}), bytes of every value, lengths 1 to 20.
+        let mut rng = Rng(0x94D0_49BB_1331_11EB);
+        for round in 0..200 {
+            let k = [2u64, 3, 256][round % 3];
+            let mut arena = Vec::new();
+            let mut ents = Vec::new();
+            for id in 0..rng.next(500) as u32 {
+                let len = 1 + rng.next(20) as usize;
+                let s: Vec<u8> = (0..len)
+                    .map(|_| match k {
+                        256 => rng.next(256) as u8,
+                        _ => rng.next(k) as u8,
+                    })
+                    .collect();
+                let mut h = [0u8; 8];
+                for (d, &x) in h.iter_mut().zip(&s) {
+                    *d = x;
+                }
+                ents.push(Ent {
+                    head: u64::from_be_bytes(h),
+                    off: arena.len() as u32,
+                    len: len as u32,
+                    id,
+                });
+                arena.extend_from_slice(&s);
+            }
+            let bytes = |e: &Ent| &arena[e.off as usize..(e.off + e.len) as usize];
+            let mut want: Vec<(&[u8], u32)> = ents.iter().map(|e| (bytes(e), e.id)).collect();
+            // Stable on equal strings, as the radix passes are (the tie runs need not be).
+            want.sort_by(|x, y| x.0.cmp(y.0));
+            sort_by_bytes(&mut ents, &arena);
+            let got: Vec<&[u8]> = ents.iter().map(bytes).collect();
+            let want: Vec<&[u8]> = want.iter().map(|w| w.0).collect();
+            assert_eq!(got, want);
+            // The trie of the sorted strings (one id per string): every string's path, end
+            // node and longest proper prefix string; children in byte order, breadth first,
+            // one node per distinct prefix.
+            let mut seen = std::collections::HashSet::new();
+            ents.retain(|e| seen.insert(bytes(e).to_vec()));
+            let dense_at: Vec<u32> = (0..ents.len() as u32).collect();
+            let t = Backtrack::trie(&ents, &arena, &dense_at).unwrap();
+            let strs: Vec<&[u8]> = ents.iter().map(bytes).collect();
+            let prefixes: std::collections::HashSet<&[u8]> = strs
+                .iter()
+                .flat_map(|s| (1..=s.len()).map(move |j| &s[..j]))
+                .collect();
+            assert_eq!(t.nodes.len(), prefixes.len() + 1);
+            let mut depth = vec![0usize; t.nodes.len()];
+            for (i, nd) in t.nodes.iter().enumerate() {
+                let kids = nd.first as usize..(nd.first + nd.count) as usize;
+                assert!(t.label[kids.clone()].windows(2).all(|w| w[0] < w[1]));
+                for c in kids {
+                    assert!(c > i);
+                    depth[c] = depth[i] + 1;
+                }
+            }
+            assert!(depth.windows(2).all(|w| w[0] <= w[1]));
+            for (d, s) in strs.iter().enumerate() {
+                let mut node = 0usize;
+                for &b in s.iter() {
+                    let nd = t.nodes[node];
+                    let kids = nd.first as usize..(nd.first + nd.count) as usize;
+                    let at = t.label[kids.clone()].iter().position(|&l| l == b).unwrap();
+                    node = kids.start + at;
+                }
+                assert_eq!(t.node_of[d] as usize, node);
+                assert_eq!(t.nodes[node].tok, d as u32);
+                let up = (1..s.len())
+                    .rev()
+                    .find_map(|j| strs.iter().position(|x| *x == &s[..j]))
+                    .map_or(NONE, |p| p as u32);
+                assert_eq!(t.up[d], up, "{s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_merge_listed_as_making_another_string_makes_no_token() {
+        // (a, b) is listed as making "ba": "ab" is not made by any merge, and "ba" is not
+        // made from its own characters (b, a), so neither is reachable, and the encoder
+        // cannot cover "ab" (the heap path, which gives "ba"'s id, keeps it).
+        let ids: AHashMap<&str, u32> = [("a", 0), ("b", 1), ("ab", 2), ("ba", 3)]
+            .into_iter()
+            .collect();
+        let merges: AHashMap<u64, (u32, u32)> = [(key(0, 1), (0, 3))].into_iter().collect();
+        let bt = Backtrack::build(
+            ids.iter().map(|(s, &id)| (*s, id)),
+            |c| ids.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
+            |a, b| merges.get(&key(a, b)).copied(),
+            merges
+                .iter()
+                .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
+        )
+        .unwrap();
+        for t in &bt.toks {
+            assert_eq!(t.rank == INF, t.len == 2, "{t:?}");
+        }
+        let mut st = State::default();
+        assert!(!bt.encode(b"ab", &mut st, |_, _| {}));
     }
 
     #[test]
