@@ -400,8 +400,11 @@ impl Backtrack {
         // orders, which across separate allocations costs a cache miss each), then sorted
         // by bytes: the first eight bytes as a number decide most comparisons (zero padding
         // ties only strings that the full comparison then orders).
-        let mut arena: Vec<u8> = Vec::new();
-        let mut ents: Vec<Ent> = Vec::new();
+        // Sized from the iterators' hints (the models' maps give exact ones), so that none of
+        // the big vectors regrows (a copy of all of it each time).
+        let hint = vocab.size_hint().0;
+        let mut arena: Vec<u8> = Vec::with_capacity(hint * 8);
+        let mut ents: Vec<Ent> = Vec::with_capacity(hint);
         for (s, id) in vocab {
             let b = s.as_bytes();
             if b.is_empty() {
@@ -486,8 +489,8 @@ impl Backtrack {
         // Beside it, by the dense index of the token made, the merges listed as making it
         // (a counting sort: `made` then `cands`), its split candidates once their parts are
         // checked to spell it.
-        let mut list = Vec::new();
-        let mut made = Vec::new();
+        let mut list = Vec::with_capacity(merges.size_hint().0);
+        let mut made = Vec::with_capacity(merges.size_hint().0);
         let dense = |id: u32| dense_of.get(id as usize).copied().unwrap_or(NONE);
         for (a, b, rank, m) in merges {
             let (da, db) = (dense(a), dense(b));
