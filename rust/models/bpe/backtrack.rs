@@ -507,7 +507,8 @@ impl Backtrack {
         for i in 1..cand_at.len() {
             cand_at[i] += cand_at[i - 1];
         }
-        let mut cands = vec![(NONE, NONE); cand_at.last().map_or(0, |&c| c as usize)];
+        // Zeros (every slot is written below) come from calloc without a fill.
+        let mut cands = vec![(0, 0); cand_at.last().map_or(0, |&c| c as usize)];
         {
             let mut fill = cand_at.clone();
             for (&dm, &(da, db, _)) in made.iter().zip(&list) {
@@ -633,8 +634,12 @@ impl Backtrack {
         // its right / left spine (parts are shorter, so done before).
         as_left.fill(INF);
         as_right.fill(INF);
-        let reachable = |t: u32| bt.toks.get(t as usize).is_some_and(|t| t.rank != INF);
-        for &(a, b, r) in list.iter().filter(|e| reachable(e.0) && reachable(e.1)) {
+        let reachable: Vec<bool> = bt.toks.iter().map(|t| t.rank != INF).collect();
+        for &(a, b, r) in &list {
+            let yes = |t: u32| reachable.get(t as usize).copied().unwrap_or(false);
+            if !(yes(a) && yes(b)) {
+                continue;
+            }
             let l = as_left.get_mut(a as usize)?;
             *l = (*l).min(r);
             let rr = as_right.get_mut(b as usize)?;
