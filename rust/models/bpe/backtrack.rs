@@ -341,7 +341,13 @@ fn sort_by_bytes(ents: &mut Vec<Ent>, arena: &[u8]) {
         }
     }
     let n = ents.len() as u32;
-    let mut tmp = ents.clone();
+    let blank = Ent {
+        head: 0,
+        off: 0,
+        len: 0,
+        id: 0,
+    };
+    let mut tmp = vec![blank; ents.len()];
     for (d, c) in counts.iter_mut().enumerate() {
         if c.contains(&n) {
             continue;
@@ -571,12 +577,15 @@ impl Backtrack {
                 // The candidate whose later formed part ranks lowest first: most often the
                 // split (the others cost a seam walk each until it passes; on cl100k, 166k
                 // walks for 100k tokens in listed order, 114k so, 202k highest first).
-                let late = |&(l, r): &(u32, u32)| {
-                    let rank = |x: u32| bt.toks.get(x as usize).map_or(0, |t| t.rank % INF);
-                    rank(l).max(rank(r))
-                };
-                let best = (0..cs.len()).min_by_key(|&j| cs.get(j).map_or(0, late));
-                cs.swap(0, best.unwrap_or(0));
+                let rank = |x: u32| bt.toks.get(x as usize).map_or(0, |t| t.rank % INF);
+                let (mut best, mut low) = (0, u32::MAX);
+                for (j, &(l, r)) in cs.iter().enumerate() {
+                    let late = rank(l).max(rank(r));
+                    if late < low {
+                        (best, low) = (j, late);
+                    }
+                }
+                cs.swap(0, best);
             }
             for &(l, r) in cs.iter().filter(|_| single.is_none()) {
                 let (Some(&tl), Some(&tr)) = (bt.toks.get(l as usize), bt.toks.get(r as usize))
