@@ -1224,7 +1224,7 @@ impl Bpe {
                 |a, b| self.lookup(a, b),
                 self.merges
                     .iter()
-                    .map(|(&k, &(rank, _))| ((k >> 32) as u32, k as u32, rank)),
+                    .map(|(&k, &(rank, new))| ((k >> 32) as u32, k as u32, rank, new)),
             )
         })
     }

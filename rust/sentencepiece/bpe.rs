@@ -1041,7 +1041,7 @@ impl SpBpe {
                 self.pairs
                     .entries()
                     .into_iter()
-                    .map(|(l, r, m)| (l, r, rank(m))),
+                    .map(|(l, r, m)| (l, r, rank(m), m)),
             )
         })
     }

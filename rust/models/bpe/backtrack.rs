@@ -261,7 +261,7 @@ impl PairTable {
 /// counts too (it would fire last), so true means BPE gives [t1, t2] back; without, it
 /// decides whether the run of the concatenation passes through [t1, t2] (a token's split).
 /// `pair` gives rank + 1 of a merge of two tokens. The `rmin`/`lmin` bounds of `toks` only
-/// prune: zero bounds (during `build`) make the walk complete.
+/// prune: any lower bounds do (`build` uses looser ones while reachability is not known).
 #[inline]
 fn seam_holds<P: Fn(u32, u32) -> Option<u32>>(
     toks: &[Tok],
@@ -324,10 +324,66 @@ struct Trie {
     up: Vec<u32>,
 }
 
+/// Sort the entries by their strings' bytes: a stable radix sort on the first eight bytes
+/// (`head`, 11 bits a pass, skipping the digits every entry shares), then each run of equal
+/// heads by the rest of its bytes (strings that long are few; the comparison sort of every
+/// entry cost twice the instructions).
+fn sort_by_bytes(ents: &mut Vec<Ent>, arena: &[u8]) {
+    const BITS: u32 = 11;
+    const PASSES: usize = 64_usize.div_ceil(BITS as usize);
+    let digit = |h: u64, d: usize| (h >> (BITS as usize * d)) as usize & ((1 << BITS) - 1);
+    let mut counts = vec![[0u32; 1 << BITS]; PASSES];
+    for e in ents.iter() {
+        for (d, c) in counts.iter_mut().enumerate() {
+            if let Some(k) = c.get_mut(digit(e.head, d)) {
+                *k += 1;
+            }
+        }
+    }
+    let n = ents.len() as u32;
+    let blank = Ent {
+        head: 0,
+        off: 0,
+        len: 0,
+        id: 0,
+    };
+    let mut tmp = vec![blank; ents.len()];
+    for (d, c) in counts.iter_mut().enumerate() {
+        if c.contains(&n) {
+            continue;
+        }
+        let mut sum = 0;
+        for k in c.iter_mut() {
+            let here = *k;
+            *k = sum;
+            sum += here;
+        }
+        for e in ents.iter() {
+            if let Some(slot) = c.get_mut(digit(e.head, d)) {
+                if let Some(t) = tmp.get_mut(*slot as usize) {
+                    *t = *e;
+                }
+                *slot += 1;
+            }
+        }
+        std::mem::swap(ents, &mut tmp);
+    }
+    let bytes = |e: &Ent| arena.get(e.off as usize..e.off as usize + e.len as usize);
+    let mut i = 0;
+    while i < ents.len() {
+        let head = ents[i].head;
+        let run = ents[i..].iter().take_while(|e| e.head == head).count();
+        if run > 1 {
+            ents[i..i + run].sort_unstable_by(|x, y| bytes(x).cmp(&bytes(y)));
+        }
+        i += run;
+    }
+}
+
 impl Backtrack {
     /// Build from every (string, id) of the vocabulary, the base symbol id of a character,
     /// the merge table `lookup(left, right) -> (rank, merged id)` and its entries
-    /// `(left, right, rank)`. None when the model does not meet the preconditions.
+    /// `(left, right, rank, merged id)`. None when the model does not meet the preconditions.
     ///
     /// Building must stay cheap (it happens on the first long word, inside that encode), so
     /// no token is merged on its own: tokens are taken shortest first, and a token t of
@@ -336,20 +392,25 @@ impl Backtrack {
     /// (`seam_holds` without the top pair, exact for l and r, whose own parts were checked
     /// before) and (l, r) merges into t (then it fires: it is the only pair left). The run is
     /// deterministic, so at most one two-symbol state lies on it: the first (l, r) that
-    /// passes is the split, and when none passes the run never ends in t.
+    /// passes is the split, and when none passes the run never ends in t. The candidates
+    /// (l, r) are the merges listed as making t whose parts spell t: a pair on the run that
+    /// the table merges into another id leaves t unreachable either way.
     pub fn build<'a, V, B, L, M>(vocab: V, base: B, lookup: L, merges: M) -> Option<Backtrack>
     where
         V: Iterator<Item = (&'a str, u32)>,
         B: Fn(char) -> Option<u32>,
         L: Fn(u32, u32) -> Option<(u32, u32)>,
-        M: Iterator<Item = (u32, u32, u32)>,
+        M: Iterator<Item = (u32, u32, u32, u32)>,
     {
         // The strings copied once into one buffer (the later passes read them in other
         // orders, which across separate allocations costs a cache miss each), then sorted
         // by bytes: the first eight bytes as a number decide most comparisons (zero padding
         // ties only strings that the full comparison then orders).
-        let mut arena: Vec<u8> = Vec::new();
-        let mut ents: Vec<Ent> = Vec::new();
+        // Sized from the iterators' hints (the models' maps give exact ones), so that none of
+        // the big vectors regrows (a copy of all of it each time).
+        let hint = vocab.size_hint().0;
+        let mut arena: Vec<u8> = Vec::with_capacity(hint * 8);
+        let mut ents: Vec<Ent> = Vec::with_capacity(hint);
         for (s, id) in vocab {
             let b = s.as_bytes();
             if b.is_empty() {
@@ -368,7 +429,7 @@ impl Backtrack {
             arena.extend_from_slice(b);
         }
         let bytes = |e: &Ent| arena.get(e.off as usize..e.off as usize + e.len as usize);
-        ents.sort_unstable_by(|x, y| x.head.cmp(&y.head).then_with(|| bytes(x).cmp(&bytes(y))));
+        sort_by_bytes(&mut ents, &arena);
         let n = ents.len();
         // Dense indices fit the pair keys (of the pair table and `valid_memo`).
         if n >= 1 << PAIR_BITS {
@@ -420,7 +481,7 @@ impl Backtrack {
             toks.push(Tok {
                 id: e.id,
                 len: e.len,
-                // INF: not (yet) known reachable. Zero bounds: no pruning while building.
+                // INF: not (yet) known reachable. The bounds are set once it is.
                 rank: INF,
                 left: NONE,
                 right: NONE,
@@ -431,16 +492,40 @@ impl Backtrack {
         }
         // Every merge of two tokens (those with an unreachable part are never looked up:
         // only reachable tokens are ever adjacent).
-        let mut list = Vec::new();
-        for (a, b, rank) in merges {
-            let (Some(&da), Some(&db)) = (dense_of.get(a as usize), dense_of.get(b as usize))
-            else {
+        // Beside it, by the dense index of the token made, the merges listed as making it
+        // (a counting sort: `made` then `cands`), its split candidates once their parts are
+        // checked to spell it.
+        let mut list = Vec::with_capacity(merges.size_hint().0);
+        let mut made = Vec::with_capacity(merges.size_hint().0);
+        let dense = |id: u32| dense_of.get(id as usize).copied().unwrap_or(NONE);
+        for (a, b, rank, m) in merges {
+            let (da, db) = (dense(a), dense(b));
+            if da == NONE || db == NONE {
                 continue;
-            };
-            if da != NONE && db != NONE {
-                list.push((da, db, rank.checked_add(1).filter(|&r| r < INF)?));
+            }
+            list.push((da, db, rank.checked_add(1).filter(|&r| r < INF)?));
+            made.push(dense(m));
+        }
+        let mut cand_at = vec![0u32; n + 1];
+        for &dm in made.iter().filter(|&&dm| dm != NONE) {
+            *cand_at.get_mut(dm as usize + 1)? += 1;
+        }
+        for i in 1..cand_at.len() {
+            cand_at[i] += cand_at[i - 1];
+        }
+        // Zeros (every slot is written below) come from calloc without a fill.
+        let mut cands = vec![(0, 0); cand_at.last().map_or(0, |&c| c as usize)];
+        {
+            let mut fill = cand_at.clone();
+            for (&dm, &(da, db, _)) in made.iter().zip(&list) {
+                if dm != NONE {
+                    let f = fill.get_mut(dm as usize)?;
+                    *cands.get_mut(*f as usize)? = (da, db);
+                    *f += 1;
+                }
             }
         }
+        drop(made);
         let mut bt = Backtrack {
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             toks,
@@ -450,9 +535,18 @@ impl Backtrack {
             wide,
             root2: Vec::new(),
         };
-        // Reachability, splits and prefix links, shortest first. The trie's end marks of
-        // tokens found unreachable are removed as we go, so `exact` finds only reachable
-        // tokens among the shorter ones (all that a token's parts can be).
+        // Pruning bounds while building: as below but over every merge (a smaller minimum,
+        // still a bound), as the partners' reachability is not known yet.
+        let (mut as_left, mut as_right) = (vec![INF; n], vec![INF; n]);
+        for &(a, b, r) in &list {
+            let l = as_left.get_mut(a as usize)?;
+            *l = (*l).min(r);
+            let rr = as_right.get_mut(b as usize)?;
+            *rr = (*rr).min(r);
+        }
+        // Reachability, splits and prefix links, shortest first (a token's parts are shorter,
+        // so decided before it). The trie's end marks of tokens found unreachable are removed
+        // as we go, so that `longest` finds only reachable tokens.
         for d in 0..n {
             let e = *ents.get(*by_len.get(d)? as usize)?;
             let s = bytes(&e)?;
@@ -471,37 +565,65 @@ impl Backtrack {
                 }
             }
             while let Some(&tl) = bt.toks.get(l as usize) {
-                let next = *up.get(l as usize)?;
-                if tl.rank == INF {
-                    l = next;
-                    continue;
-                }
-                if prefix == NONE {
+                if tl.rank != INF {
                     prefix = l;
-                }
-                if single.is_some() || reach.is_some() {
                     break;
                 }
-                let r = bt.exact(&nodes, s.get(tl.len as usize..)?);
-                if let (Some(&tr), Some(_)) = (bt.toks.get(r as usize), bt.pairs.get(l, r)) {
-                    if seam_holds(&bt.toks, |x, y| bt.pairs.get(x, y), l, r, false) {
-                        // [l, r] is on the run; t is reachable iff (l, r) makes t.
-                        if let Some((rank, merged)) = lookup(tl.id, tr.id) {
-                            if merged == e.id {
-                                let rank = rank.checked_add(1).filter(|&r| r < INF)?;
-                                // The precondition: a token ranks after its parts.
-                                if tl.rank >= rank || tr.rank >= rank {
-                                    return None;
-                                }
-                                reach = Some((rank, l, r));
-                            }
-                        }
-                        // No other (l, r) can pass (see above): only the prefix link is
-                        // still wanted, found already.
-                        break;
+                l = *up.get(l as usize)?;
+            }
+            let (from, to) = (*cand_at.get(d)? as usize, *cand_at.get(d + 1)? as usize);
+            let cs = cands.get_mut(from..to)?;
+            if cs.len() > 1 {
+                // The candidate whose later formed part ranks lowest first: most often the
+                // split (the others cost a seam walk each until it passes; on cl100k, 166k
+                // walks for 100k tokens in listed order, 114k so, 202k highest first).
+                let rank = |x: u32| bt.toks.get(x as usize).map_or(0, |t| t.rank % INF);
+                let (mut best, mut low) = (0, u32::MAX);
+                for (j, &(l, r)) in cs.iter().enumerate() {
+                    let late = rank(l).max(rank(r));
+                    if late < low {
+                        (best, low) = (j, late);
                     }
                 }
-                l = next;
+                cs.swap(0, best);
+            }
+            for &(l, r) in cs.iter().filter(|_| single.is_none()) {
+                let (Some(&tl), Some(&tr)) = (bt.toks.get(l as usize), bt.toks.get(r as usize))
+                else {
+                    continue;
+                };
+                if tl.rank == INF
+                    || tr.rank == INF
+                    || !seam_holds(&bt.toks, |x, y| bt.pairs.get(x, y), l, r, false)
+                {
+                    continue;
+                }
+                // Checked only now, on the one candidate that passes (if it spells t).
+                let spelled = |x: u32| bytes(ents.get(*by_len.get(x as usize)? as usize)?);
+                let spells = (tl.len + tr.len == e.len)
+                    && spelled(l).is_some_and(|p| s.starts_with(p))
+                    && spelled(r).is_some_and(|q| s.ends_with(q));
+                if !spells {
+                    continue;
+                }
+                // [l, r] is on the run; t is reachable iff (l, r) makes t.
+                if let Some((rank, merged)) = lookup(tl.id, tr.id) {
+                    if merged == e.id {
+                        let rank = rank.checked_add(1).filter(|&r| r < INF)?;
+                        // The precondition: a token ranks after its parts.
+                        if tl.rank >= rank || tr.rank >= rank {
+                            return None;
+                        }
+                        reach = Some((rank, l, r));
+                    }
+                }
+                // No other (l, r) can pass (see above).
+                break;
+            }
+            let (mut rmin, mut lmin) = (*as_left.get(d)?, *as_right.get(d)?);
+            if let Some((_, l, r)) = reach.filter(|r| r.1 != NONE) {
+                rmin = rmin.min(bt.toks.get(r as usize)?.rmin);
+                lmin = lmin.min(bt.toks.get(l as usize)?.lmin);
             }
             let tok = bt.toks.get_mut(d)?;
             tok.prefix = prefix;
@@ -510,6 +632,8 @@ impl Backtrack {
                     tok.rank = rank;
                     tok.left = l;
                     tok.right = r;
+                    tok.rmin = rmin;
+                    tok.lmin = lmin;
                 }
                 None => nodes.get_mut(*node_of.get(d)? as usize)?.tok = NONE,
             }
@@ -517,9 +641,14 @@ impl Backtrack {
         // Pruning bounds: per token the smallest rank as a left / right part of a merge
         // between reachable tokens (no other pair is ever adjacent), then the minimum along
         // its right / left spine (parts are shorter, so done before).
-        let (mut as_left, mut as_right) = (vec![INF; n], vec![INF; n]);
-        let reachable = |t: u32| bt.toks.get(t as usize).is_some_and(|t| t.rank != INF);
-        for &(a, b, r) in list.iter().filter(|e| reachable(e.0) && reachable(e.1)) {
+        as_left.fill(INF);
+        as_right.fill(INF);
+        let reachable: Vec<bool> = bt.toks.iter().map(|t| t.rank != INF).collect();
+        for &(a, b, r) in &list {
+            let yes = |t: u32| reachable.get(t as usize).copied().unwrap_or(false);
+            if !(yes(a) && yes(b)) {
+                continue;
+            }
             let l = as_left.get_mut(a as usize)?;
             *l = (*l).min(r);
             let rr = as_right.get_mut(b as usize)?;
@@ -560,100 +689,112 @@ impl Backtrack {
         Some(root2)
     }
 
-    /// The trie of the byte-sorted strings, laid out breadth first. Built without hashing:
-    /// in byte order, a string shares with the previous one exactly the path of their
-    /// common prefix, so a preorder trie (children chained in byte order) grows by
-    /// appending, and the tokens along that path give each token's longest proper prefix
-    /// token (`up`); then a breadth-first pass lays the trie out.
+    /// The trie of the byte-sorted strings, laid out breadth first, built without hashing
+    /// or a second layout pass: in byte order a string shares with the previous one exactly
+    /// the path of their common prefix (of length `lcp`) and adds one node at each depth
+    /// after it, and each depth's nodes are made in breadth-first order (left to right), so
+    /// counting the nodes per depth first gives every node its final index as it is made.
+    /// The parent of a new node at depth k + 1 is the last node made at depth k; a string's
+    /// longest proper prefix string (`up`) is the last one ended on its path.
     fn trie(ents: &[Ent], arena: &[u8], dense_at: &[u32]) -> Option<Trie> {
-        #[derive(Clone, Copy)]
-        struct Pre {
-            first: u32,
-            sib: u32,
-            last: u32,
-            end: u32,
-            label: u8,
-        }
-        let fresh = |label| Pre {
-            first: NONE,
-            sib: NONE,
-            last: NONE,
-            end: NONE,
-            label,
-        };
-        let mut pre = vec![fresh(0)];
-        let mut up = vec![NONE; ents.len()];
-        // The current path: node and the last token ending on it at or above that depth.
-        let mut path: Vec<(u32, u32)> = vec![(0, NONE)];
-        let mut prev: &[u8] = &[];
-        for (i, e) in ents.iter().enumerate() {
-            let s = arena.get(e.off as usize..e.off as usize + e.len as usize)?;
-            let k = prev.iter().zip(s).take_while(|(a, b)| a == b).count();
-            if k == s.len() {
+        let bytes = |e: &Ent| arena.get(e.off as usize..e.off as usize + e.len as usize);
+        // The common prefix with the previous string, from the heads where they differ
+        // there (zero padding: capped by the lengths).
+        let mut lcp = Vec::with_capacity(ents.len());
+        let mut max_len = 0;
+        let mut prev: Option<&Ent> = None;
+        for e in ents {
+            let k = match prev {
+                None => 0,
+                Some(p) => {
+                    let x = p.head ^ e.head;
+                    let short = p.len.min(e.len);
+                    if x != 0 {
+                        (x.leading_zeros() / 8).min(short)
+                    } else if short <= 8 {
+                        short
+                    } else {
+                        let (a, b) = (bytes(p)?, bytes(e)?);
+                        8 + a
+                            .get(8..)?
+                            .iter()
+                            .zip(b.get(8..)?)
+                            .take_while(|(x, y)| x == y)
+                            .count() as u32
+                    }
+                }
+            };
+            if k >= e.len {
                 // The same string twice: not one id per string.
                 return None;
             }
-            path.truncate(k + 1);
-            for &b in s.get(k..)? {
-                let &(parent, above) = path.last()?;
-                let node = pre.len() as u32;
-                pre.push(fresh(b));
-                let p = pre.get_mut(parent as usize)?;
-                let last = std::mem::replace(&mut p.last, node);
-                match last {
-                    NONE => p.first = node,
-                    l => pre.get_mut(l as usize)?.sib = node,
-                }
-                path.push((node, above));
-            }
-            let t = *dense_at.get(i)?;
-            let end = path.last_mut()?;
-            *up.get_mut(t as usize)? = end.1;
-            end.1 = t;
-            pre.get_mut(end.0 as usize)?.end = t;
-            prev = s;
+            lcp.push(k);
+            max_len = max_len.max(e.len as usize);
+            prev = Some(e);
         }
-        let total = pre.len();
+        // Nodes per depth (depth k holds a string's node for its byte k - 1): string i
+        // makes one at each depth in lcp + 1 ..= len. `next[k]` is the next index at depth k.
+        let mut next = vec![0u32; max_len + 2];
+        for (e, &k) in ents.iter().zip(&lcp) {
+            *next.get_mut(k as usize + 1)? += 1;
+            let end = next.get_mut(e.len as usize + 1)?;
+            *end = end.wrapping_sub(1);
+        }
+        let (mut level, mut at) = (0u32, 1u32);
+        for n in next.iter_mut().skip(1) {
+            level = level.wrapping_add(*n);
+            *n = at;
+            at += level;
+        }
+        let total = at as usize;
+        if let Some(root) = next.first_mut() {
+            *root = 1; // "last made at depth 0" is then next[0] - 1 = the root
+        }
         let empty = Node {
             first: 0,
             count: 0,
             wide: NONE,
             tok: NONE,
         };
+        let mut nodes = vec![empty; total];
         // `label` has 8 bytes of padding: `child` reads a narrow node's labels as one word.
-        let (mut nodes, mut label, mut wide) =
-            (vec![empty; total], vec![0u8; total + 8], Vec::new());
+        let mut label = vec![0u8; total + 8];
         let mut node_of = vec![NONE; ents.len()];
-        // `order[k]` is the preorder node placed at breadth-first index k.
-        let mut order = Vec::with_capacity(total);
-        order.push(0u32);
-        let mut k = 0;
-        while let Some(&old) = order.get(k) {
-            let p = *pre.get(old as usize)?;
-            if p.end != NONE {
-                *node_of.get_mut(p.end as usize)? = k as u32;
-            }
-            let begin = order.len();
-            let mut c = p.first;
-            while let Some(child) = pre.get(c as usize) {
-                *label.get_mut(order.len())? = child.label;
-                order.push(c);
-                c = child.sib;
-            }
-            let count = (order.len() - begin) as u32;
-            let node = nodes.get_mut(k)?;
-            node.tok = p.end;
-            node.first = begin as u32;
-            node.count = count;
-            if count > NARROW {
-                node.wide = (wide.len() / 256) as u32;
-                let block = wide.len();
-                wide.resize(block + 256, NONE);
-                for j in begin..order.len() {
-                    *wide.get_mut(block + *label.get(j)? as usize)? = j as u32;
+        let mut up = vec![NONE; ents.len()];
+        // `above[k]`: the last string ended on the current path at depth k or above.
+        let mut above = vec![NONE; max_len + 1];
+        for ((e, &k), &t) in ents.iter().zip(&lcp).zip(dense_at) {
+            let (s, k) = (bytes(e)?, k as usize);
+            // The first new node joins the children of the shared path's end; each one after
+            // is the only child of the one before.
+            let mut parent = *next.get(k)? - 1;
+            for (slot, &b) in next.get_mut(k + 1..=s.len())?.iter_mut().zip(s.get(k..)?) {
+                let node = *slot;
+                *slot += 1;
+                let p = nodes.get_mut(parent as usize)?;
+                if p.count == 0 {
+                    p.first = node;
                 }
+                p.count += 1;
+                *label.get_mut(node as usize)? = b;
+                parent = node;
             }
-            k += 1;
+            // No string ends on the new nodes above this one's end.
+            let a = *above.get(k)?;
+            above.get_mut(k + 1..s.len())?.fill(a);
+            nodes.get_mut(parent as usize)?.tok = t;
+            *node_of.get_mut(t as usize)? = parent;
+            *up.get_mut(t as usize)? = a;
+            *above.get_mut(s.len())? = t;
+        }
+        let mut wide = Vec::new();
+        for node in nodes.iter_mut().filter(|n| n.count > NARROW) {
+            node.wide = (wide.len() / 256) as u32;
+            let block = wide.len();
+            wide.resize(block + 256, NONE);
+            for j in node.first..node.first + node.count {
+                *wide.get_mut(block + *label.get(j as usize)? as usize)? = j;
+            }
         }
         Some(Trie {
             nodes,
@@ -664,28 +805,8 @@ impl Backtrack {
         })
     }
 
-    /// The node of the token spelled exactly `s` (dense), or NONE; `nodes` given apart as
-    /// `build` still edits them.
-    fn exact(&self, nodes: &[Node], s: &[u8]) -> u32 {
-        let mut node = 0u32;
-        for &b in s {
-            let Some(nd) = nodes.get(node as usize) else {
-                return NONE;
-            };
-            node = self.child(nd, b);
-        }
-        nodes.get(node as usize).map_or(NONE, |nd| nd.tok)
-    }
-
     #[inline]
     fn child(&self, node: &Node, b: u8) -> u32 {
-        if node.wide != NONE {
-            let at = node.wide as usize * 256 + b as usize;
-            return self.wide.get(at).copied().unwrap_or(NONE);
-        }
-        // The (at most 8, distinct) labels as one little-endian word, searched all at once:
-        // the lowest zero byte of `x` flags the match (a borrow only ever carries upwards
-        // from a zero byte, so the lowest flag is exact), bytes past `count` masked off.
         let f = node.first as usize;
         if node.count == 1 {
             // A chain (most nodes of long tokens): one compare beats the word search.
@@ -694,6 +815,15 @@ impl Backtrack {
                 _ => NONE,
             };
         }
+        if node.count > NARROW {
+            let at = node.wide as usize * 256 + b as usize;
+            return self.wide.get(at).copied().unwrap_or(NONE);
+        }
+        // The (at most 8, distinct) labels as one little-endian word, searched all at once:
+        // the lowest zero byte of `x` flags the first match in the word (a borrow only ever
+        // carries upwards from a zero byte, so the lowest flag is exact), which is the
+        // node's when it lies before `count` (no mask needed: none flagged gives 8). A leaf
+        // (count 0) finds nothing.
         let Some(&w) = self
             .label
             .get(f..f + 8)
@@ -703,14 +833,13 @@ impl Backtrack {
         };
         const ONES: u64 = 0x0101_0101_0101_0101;
         let x = u64::from_le_bytes(w) ^ (ONES * u64::from(b));
-        let live = u64::MAX
-            .checked_shr(64 - 8 * node.count.min(8))
-            .unwrap_or(0);
-        let hit = x.wrapping_sub(ONES) & !x & (ONES << 7) & live;
-        if hit == 0 {
-            return NONE;
+        let hit = x.wrapping_sub(ONES) & !x & (ONES << 7);
+        let i = hit.trailing_zeros() / 8;
+        if i < node.count {
+            node.first + i
+        } else {
+            NONE
         }
-        node.first + hit.trailing_zeros() / 8
     }
 
     /// The longest reachable token that is a prefix of `s` (dense), or NONE.
@@ -734,6 +863,11 @@ impl Backtrack {
             },
         };
         for &b in rest {
+            // A leaf ends the walk without a search (every longest token's walk ends at one
+            // unless the text ends first or a byte leaves the trie).
+            if node.count == 0 {
+                break;
+            }
             let Some(next) = self.nodes.get(self.child(node, b) as usize) else {
                 break;
             };
@@ -997,7 +1131,7 @@ mod tests {
                 lookup,
                 t.merges
                     .iter()
-                    .map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
+                    .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
             );
             let Some(bt) = bt else {
                 continue;
@@ -1026,7 +1160,7 @@ mod tests {
             |a, b| t.merges.get(&key(a, b)).copied(),
             t.merges
                 .iter()
-                .map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
+                .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
         )
     }
 
@@ -1146,7 +1280,7 @@ mod tests {
                 lookup,
                 t.merges
                     .iter()
-                    .map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
+                    .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
             );
             // The plain reference: (rank + 1, left id, right id) of each reachable token.
             let mut reach: AHashMap<u32, (u32, u32, u32)> = AHashMap::new();
@@ -1245,6 +1379,110 @@ mod tests {
     }
 
     #[test]
+    fn sort_and_trie_match_plain_definitions() {
+        // Strings sharing long heads (ties past eight bytes), zero bytes against the zero
+        // padding of shorter heads (alphabet {0, 1}), bytes of every value, lengths 1 to 20.
+        let mut rng = Rng(0x94D0_49BB_1331_11EB);
+        for round in 0..200 {
+            let k = [2u64, 3, 256][round % 3];
+            let mut arena = Vec::new();
+            let mut ents = Vec::new();
+            for id in 0..rng.next(500) as u32 {
+                let len = 1 + rng.next(20) as usize;
+                let s: Vec<u8> = (0..len)
+                    .map(|_| match k {
+                        256 => rng.next(256) as u8,
+                        _ => rng.next(k) as u8,
+                    })
+                    .collect();
+                let mut h = [0u8; 8];
+                for (d, &x) in h.iter_mut().zip(&s) {
+                    *d = x;
+                }
+                ents.push(Ent {
+                    head: u64::from_be_bytes(h),
+                    off: arena.len() as u32,
+                    len: len as u32,
+                    id,
+                });
+                arena.extend_from_slice(&s);
+            }
+            let bytes = |e: &Ent| &arena[e.off as usize..(e.off + e.len) as usize];
+            let mut want: Vec<(&[u8], u32)> = ents.iter().map(|e| (bytes(e), e.id)).collect();
+            // Stable on equal strings, as the radix passes are (the tie runs need not be).
+            want.sort_by(|x, y| x.0.cmp(y.0));
+            sort_by_bytes(&mut ents, &arena);
+            let got: Vec<&[u8]> = ents.iter().map(bytes).collect();
+            let want: Vec<&[u8]> = want.iter().map(|w| w.0).collect();
+            assert_eq!(got, want);
+            // The trie of the sorted strings (one id per string): every string's path, end
+            // node and longest proper prefix string; children in byte order, breadth first,
+            // one node per distinct prefix.
+            let mut seen = std::collections::HashSet::new();
+            ents.retain(|e| seen.insert(bytes(e).to_vec()));
+            let dense_at: Vec<u32> = (0..ents.len() as u32).collect();
+            let t = Backtrack::trie(&ents, &arena, &dense_at).unwrap();
+            let strs: Vec<&[u8]> = ents.iter().map(bytes).collect();
+            let prefixes: std::collections::HashSet<&[u8]> = strs
+                .iter()
+                .flat_map(|s| (1..=s.len()).map(move |j| &s[..j]))
+                .collect();
+            assert_eq!(t.nodes.len(), prefixes.len() + 1);
+            let mut depth = vec![0usize; t.nodes.len()];
+            for (i, nd) in t.nodes.iter().enumerate() {
+                let kids = nd.first as usize..(nd.first + nd.count) as usize;
+                assert!(t.label[kids.clone()].windows(2).all(|w| w[0] < w[1]));
+                for c in kids {
+                    assert!(c > i);
+                    depth[c] = depth[i] + 1;
+                }
+            }
+            assert!(depth.windows(2).all(|w| w[0] <= w[1]));
+            for (d, s) in strs.iter().enumerate() {
+                let mut node = 0usize;
+                for &b in s.iter() {
+                    let nd = t.nodes[node];
+                    let kids = nd.first as usize..(nd.first + nd.count) as usize;
+                    let at = t.label[kids.clone()].iter().position(|&l| l == b).unwrap();
+                    node = kids.start + at;
+                }
+                assert_eq!(t.node_of[d] as usize, node);
+                assert_eq!(t.nodes[node].tok, d as u32);
+                let up = (1..s.len())
+                    .rev()
+                    .find_map(|j| strs.iter().position(|x| *x == &s[..j]))
+                    .map_or(NONE, |p| p as u32);
+                assert_eq!(t.up[d], up, "{s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_merge_listed_as_making_another_string_makes_no_token() {
+        // (a, b) is listed as making "ba": "ab" is not made by any merge, and "ba" is not
+        // made from its own characters (b, a), so neither is reachable, and the encoder
+        // cannot cover "ab" (the heap path, which gives "ba"'s id, keeps it).
+        let ids: AHashMap<&str, u32> = [("a", 0), ("b", 1), ("ab", 2), ("ba", 3)]
+            .into_iter()
+            .collect();
+        let merges: AHashMap<u64, (u32, u32)> = [(key(0, 1), (0, 3))].into_iter().collect();
+        let bt = Backtrack::build(
+            ids.iter().map(|(s, &id)| (*s, id)),
+            |c| ids.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
+            |a, b| merges.get(&key(a, b)).copied(),
+            merges
+                .iter()
+                .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
+        )
+        .unwrap();
+        for t in &bt.toks {
+            assert_eq!(t.rank == INF, t.len == 2, "{t:?}");
+        }
+        let mut st = State::default();
+        assert!(!bt.encode(b"ab", &mut st, |_, _| {}));
+    }
+
+    #[test]
     fn refuses_a_merge_ranked_before_its_parts() {
         // ab is made at rank 1, abc = (ab, c) at rank 0: "abcd" with (c, d) at rank 2 would
         // fool the rank-only pair test, so no encoder is built.
@@ -1272,7 +1510,7 @@ mod tests {
             |a, b| merges.get(&key(a, b)).copied(),
             merges
                 .iter()
-                .map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
+                .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
         );
         assert!(bt.is_none());
     }
@@ -1296,7 +1534,7 @@ mod tests {
             |a, b| merges.get(&key(a, b)).copied(),
             merges
                 .iter()
-                .map(|(&k, &(r, _))| ((k >> 32) as u32, k as u32, r)),
+                .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
         )
         .unwrap();
         let text = "a".repeat(1_000_003);
