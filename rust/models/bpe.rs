@@ -229,6 +229,12 @@ struct Pairs {
     shift: u32,
     /// Whether every rank is below u32::MAX, which `merge_array` takes for "no merge".
     ranks_fit: bool,
+    /// In the 16-bit form, for a byte-level model: `get_packed_bits` of the symbols of
+    /// every byte pair, at `first << 8 | second` (`NO_PACKED` where a symbol is 0xffff or
+    /// more, which that form never looks up). A new word's first pairs are then one load
+    /// each, with no branch on what the probe finds: the pair table is larger than the CPU's
+    /// L2, and a mispredicted probe waits for its load before the next pair's load can start.
+    bytes: Option<Box<[u32; 1 << 16]>>,
 }
 
 #[derive(Clone, Copy)]
@@ -251,12 +257,13 @@ fn pair_start(key: u64, shift: u32) -> usize {
 
 impl Pairs {
     /// The table of `merges`, or an empty one when some pair's key is `NO_PAIR`.
-    fn new(merges: &AHashMap<u64, (u32, u32)>) -> Pairs {
+    fn new(merges: &AHashMap<u64, (u32, u32)>, syms: Option<&[u32; 256]>) -> Pairs {
         let none = Pairs {
             packed: Box::new([]),
             slots: Box::new([]),
             shift: 63,
             ranks_fit: false,
+            bytes: None,
         };
         if merges.is_empty() || merges.contains_key(&NO_PAIR) {
             return none;
@@ -286,12 +293,26 @@ impl Pairs {
                     i = (i + 1) & mask;
                 }
             }
-            return Pairs {
+            let mut pairs = Pairs {
                 packed,
                 shift,
                 ranks_fit,
                 ..none
             };
+            if let Some(syms) = syms {
+                let mut bytes: Box<[u32; 1 << 16]> = vec![NO_PACKED; 1 << 16]
+                    .into_boxed_slice()
+                    .try_into()
+                    .unwrap_or_else(|_| Box::new([NO_PACKED; 1 << 16]));
+                for (i, slot) in bytes.iter_mut().enumerate() {
+                    let (l, r) = (syms[i >> 8], syms[i & 0xff]);
+                    if l < 0xffff && r < 0xffff {
+                        *slot = pairs.get_packed_bits(l, r);
+                    }
+                }
+                pairs.bytes = Some(bytes);
+            }
+            return pairs;
         }
         let empty = PairSlot {
             key: NO_PAIR,
@@ -547,13 +568,31 @@ const NO_PACKED: u32 = u32::MAX;
 /// (`NO_PACKED` when there is none, or position `i` is gone), so a step scans one array up to
 /// the last symbol that starts a pair.
 #[inline(always)]
-fn merge_in_array_packed<const N: usize>(pairs: &Pairs, ids: &mut [u32; N], n: usize) -> usize {
+fn merge_in_array_packed<const N: usize>(
+    pairs: &Pairs,
+    ids: &mut [u32; N],
+    n: usize,
+    raw: Option<&[u8]>,
+) -> usize {
     // `live` has a bit per symbol.
     const { assert!(N <= 32) };
     let n = n.min(N);
     let mut pair = [NO_PACKED; N];
-    for i in 1..n {
-        pair[i - 1] = pairs.get_packed_bits(ids[i - 1], ids[i]);
+    match (raw, pairs.bytes.as_deref()) {
+        // The symbols are `raw`'s bytes' (the caller's promise): their pairs by byte.
+        (Some(raw), Some(bytes)) => {
+            for (p, w) in pair
+                .iter_mut()
+                .zip(raw.get(..n).unwrap_or_default().windows(2))
+            {
+                *p = bytes[usize::from(w[0]) << 8 | usize::from(w[1])];
+            }
+        }
+        _ => {
+            for i in 1..n {
+                pair[i - 1] = pairs.get_packed_bits(ids[i - 1], ids[i]);
+            }
+        }
     }
     // Bit i: symbol i is still there.
     let mut live: u32 = if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
@@ -1185,7 +1224,8 @@ impl Bpe {
     }
 
     fn pairs(&self) -> &Pairs {
-        self.pairs.get_or_init(|| Pairs::new(&self.merges))
+        self.pairs
+            .get_or_init(|| Pairs::new(&self.merges, self.byte_level_syms.as_deref()))
     }
 
     /// `lookup` through the pair table, for `merge_array` (the byte-level path, whose new
@@ -1505,21 +1545,37 @@ impl Bpe {
         }
         let sym = |b: u8| syms[usize::from(b)];
         if raw.len() <= ARRAY_WORD {
-            self.merge_array(raw, sym, out);
+            self.merge_array(raw, sym, self.is_byte_syms(syms), out);
         } else {
             self.merge_tree(raw, sym, out);
         }
         true
     }
 
+    /// Whether `syms` is the model's own byte-level table (`byte_level_syms`), whose byte
+    /// pairs `Pairs::bytes` holds.
+    #[inline]
+    fn is_byte_syms(&self, syms: &[u32; 256]) -> bool {
+        self.byte_level_syms
+            .as_deref()
+            .is_some_and(|own| std::ptr::eq(own, syms))
+    }
+
     /// The merges of a short word (`raw.len() <= ARRAY_WORD`, symbol `sym(b)` per byte) over
-    /// stack arrays, ids appended to `out` (see `merge_in_array`).
-    fn merge_array(&self, raw: &[u8], sym: impl Fn(u8) -> u32, out: &mut Vec<u32>) {
+    /// stack arrays, ids appended to `out` (see `merge_in_array`). `byte_syms`: `sym` is
+    /// `byte_level_syms`, so the first pairs may come from `Pairs::bytes`.
+    fn merge_array(
+        &self,
+        raw: &[u8],
+        sym: impl Fn(u8) -> u32,
+        byte_syms: bool,
+        out: &mut Vec<u32>,
+    ) {
         let mut ids = [0u32; ARRAY_WORD];
         let pairs = self.pairs();
         let (n, packed) = word_symbols(&mut ids, raw, sym, pairs);
         let n = if packed {
-            merge_in_array_packed(pairs, &mut ids, n)
+            merge_in_array_packed(pairs, &mut ids, n, byte_syms.then_some(raw))
         } else {
             self.merge_in_array(pairs, &mut ids, n)
         };
@@ -1845,7 +1901,7 @@ impl ByteLevelWords<'_> {
             // What `byte_level_merge` does with such a word, without the scratch space it
             // does not use.
             let start = out.len();
-            bpe.merge_array(raw, |b| syms[b as usize], out);
+            bpe.merge_array(raw, |b| syms[b as usize], bpe.is_byte_syms(syms), out);
             if let (Some(t), Some(ids)) = (self.table.as_deref_mut(), out.get(start..)) {
                 t.insert(raw, ids);
             }
@@ -2467,7 +2523,7 @@ mod tests {
                 let word: Vec<u8> = (0..n).map(|_| b"abc"[(next() % 3) as usize]).collect();
                 let want = heap_merge_ids(&bpe, &word, sym);
                 let mut got = Vec::new();
-                bpe.merge_array(&word, sym, &mut got);
+                bpe.merge_array(&word, sym, false, &mut got);
                 assert_eq!(got, want, "{:?}", String::from_utf8_lossy(&word));
             }
         }
@@ -2540,7 +2596,7 @@ mod tests {
                 let v = ((next() % top) as u32, (next() % top) as u32);
                 merges.insert(pair_key(l, r), v);
             }
-            let pairs = Pairs::new(&merges);
+            let pairs = Pairs::new(&merges, None);
             assert!(pairs.is_built());
             assert_eq!(!pairs.packed.is_empty(), round < 2, "round {round}");
             for (&k, &v) in &merges {
