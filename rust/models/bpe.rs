@@ -255,6 +255,64 @@ fn pair_start(key: u64, shift: u32) -> usize {
     (key.wrapping_mul(MIX) >> shift) as usize
 }
 
+/// `Pairs::bytes` being filled from the merges: the bytes of each symbol (a byte-level
+/// model's 256 bytes have distinct symbols, but nothing here needs that), as lists.
+struct ByteSyms {
+    /// First byte whose symbol is the index (`NO_BYTE`: none), over the symbols' range.
+    first: Vec<u16>,
+    /// The next byte of the same symbol, per byte.
+    next: [u16; 256],
+    pairs: Box<[u32; 1 << 16]>,
+}
+
+const NO_BYTE: u16 = u16::MAX;
+
+impl ByteSyms {
+    fn new(syms: &[u32; 256]) -> ByteSyms {
+        let span = syms.iter().max().map_or(0, |&m| m as usize + 1);
+        let mut first = vec![NO_BYTE; span];
+        let mut next = [NO_BYTE; 256];
+        for b in (0..256u16).rev() {
+            if let Some(f) = first.get_mut(syms[usize::from(b)] as usize) {
+                next[usize::from(b)] = *f;
+                *f = b;
+            }
+        }
+        ByteSyms {
+            first,
+            next,
+            pairs: vec![NO_PACKED; 1 << 16]
+                .into_boxed_slice()
+                .try_into()
+                .unwrap_or_else(|_| Box::new([NO_PACKED; 1 << 16])),
+        }
+    }
+
+    /// `value` for every byte pair whose symbols are the pair key `key`.
+    fn set(&mut self, key: u64, value: u32) {
+        let (first, next) = (&self.first, &self.next);
+        // The bytes of `sym`, each below 256 (`NO_BYTE` ends the list).
+        let bytes_of = |sym: u64| {
+            let mut b = usize::try_from(sym)
+                .ok()
+                .and_then(|s| first.get(s).copied())
+                .unwrap_or(NO_BYTE);
+            std::iter::from_fn(move || {
+                let this = b;
+                b = *next.get(usize::from(this))?;
+                Some(usize::from(this))
+            })
+        };
+        for b0 in bytes_of(key >> 32) {
+            for b1 in bytes_of(key & 0xffff_ffff) {
+                if let Some(p) = self.pairs.get_mut(b0 << 8 | b1) {
+                    *p = value;
+                }
+            }
+        }
+    }
+}
+
 impl Pairs {
     /// The table of `merges`, or an empty one when some pair's key is `NO_PAIR`.
     fn new(merges: &AHashMap<u64, (u32, u32)>, syms: Option<&[u32; 256]>) -> Pairs {
@@ -278,11 +336,16 @@ impl Pairs {
         });
         if small {
             let mut packed = vec![u64::MAX; cap].into_boxed_slice();
+            let mut bytes = syms.map(ByteSyms::new);
             for (&key, &(rank, id)) in merges {
                 let v = ((key >> 32) << 48)
                     | ((key & 0xffff) << 32)
                     | (u64::from(rank) << 16)
                     | u64::from(id);
+                if let Some(b) = bytes.as_mut() {
+                    // What `get_packed_bits` answers for this pair.
+                    b.set(key, v as u32);
+                }
                 let mut i = pair_start(key, shift);
                 // Keys are distinct (they come from a map): each takes the first empty slot.
                 while let Some(s) = packed.get_mut(i) {
@@ -293,26 +356,13 @@ impl Pairs {
                     i = (i + 1) & mask;
                 }
             }
-            let mut pairs = Pairs {
+            return Pairs {
                 packed,
                 shift,
                 ranks_fit,
+                bytes: bytes.map(|b| b.pairs),
                 ..none
             };
-            if let Some(syms) = syms {
-                let mut bytes: Box<[u32; 1 << 16]> = vec![NO_PACKED; 1 << 16]
-                    .into_boxed_slice()
-                    .try_into()
-                    .unwrap_or_else(|_| Box::new([NO_PACKED; 1 << 16]));
-                for (i, slot) in bytes.iter_mut().enumerate() {
-                    let (l, r) = (syms[i >> 8], syms[i & 0xff]);
-                    if l < 0xffff && r < 0xffff {
-                        *slot = pairs.get_packed_bits(l, r);
-                    }
-                }
-                pairs.bytes = Some(bytes);
-            }
-            return pairs;
         }
         let empty = PairSlot {
             key: NO_PAIR,
@@ -2526,6 +2576,41 @@ mod tests {
                 bpe.merge_array(&word, sym, false, &mut got);
                 assert_eq!(got, want, "{:?}", String::from_utf8_lossy(&word));
             }
+        }
+    }
+
+    /// `Pairs::bytes` holds `get_packed_bits` of every byte pair's symbols: random merge
+    /// tables over symbols that several bytes share, one byte's symbol out of the 16-bit
+    /// range (no merge has it: the table stays in the 16-bit form).
+    #[test]
+    fn byte_pairs_equal_packed_lookups() {
+        let mut next = crate::test_rng(0xB1_7E5_9A1E_0001);
+        for round in 0..20 {
+            let mut syms = [0u32; 256];
+            for (b, s) in syms.iter_mut().enumerate() {
+                *s = (b as u32 * 7 + round) % 61;
+            }
+            syms[200] = 0x1_0000 + round;
+            let mut merges: AHashMap<u64, (u32, u32)> = AHashMap::new();
+            for rank in 0..400u32 {
+                let (l, r) = ((next() % 90) as u32, (next() % 90) as u32);
+                merges.entry(pair_key(l, r)).or_insert((rank, 1000 + rank));
+            }
+            let pairs = Pairs::new(&merges, Some(&syms));
+            assert!(pairs.is_packed());
+            let bytes = pairs.bytes.as_deref().unwrap();
+            let mut hits = 0;
+            for (i, &got) in bytes.iter().enumerate() {
+                let (l, r) = (syms[i >> 8], syms[i & 0xff]);
+                let want = if l < 0xffff && r < 0xffff {
+                    pairs.get_packed_bits(l, r)
+                } else {
+                    NO_PACKED
+                };
+                assert_eq!(got, want, "round {round} bytes {:#06x}", i);
+                hits += usize::from(got != NO_PACKED);
+            }
+            assert!(hits > 1000, "{hits}");
         }
     }
 
