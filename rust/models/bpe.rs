@@ -229,6 +229,12 @@ struct Pairs {
     shift: u32,
     /// Whether every rank is below u32::MAX, which `merge_array` takes for "no merge".
     ranks_fit: bool,
+    /// In the 16-bit form, for a byte-level model: `get_packed_bits` of the symbols of
+    /// every byte pair, at `first << 8 | second` (`NO_PACKED` where a symbol is 0xffff or
+    /// more, which that form never looks up). A new word's first pairs are then one load
+    /// each, with no branch on what the probe finds: the pair table is larger than the CPU's
+    /// L2, and a mispredicted probe waits for its load before the next pair's load can start.
+    bytes: Option<Box<[u32; 1 << 16]>>,
 }
 
 #[derive(Clone, Copy)]
@@ -249,14 +255,73 @@ fn pair_start(key: u64, shift: u32) -> usize {
     (key.wrapping_mul(MIX) >> shift) as usize
 }
 
+/// `Pairs::bytes` being filled from the merges: the bytes of each symbol (a byte-level
+/// model's 256 bytes have distinct symbols, but nothing here needs that), as lists.
+struct ByteSyms {
+    /// First byte whose symbol is the index (`NO_BYTE`: none), over the symbols' range.
+    first: Vec<u16>,
+    /// The next byte of the same symbol, per byte.
+    next: [u16; 256],
+    pairs: Box<[u32; 1 << 16]>,
+}
+
+const NO_BYTE: u16 = u16::MAX;
+
+impl ByteSyms {
+    fn new(syms: &[u32; 256]) -> ByteSyms {
+        let span = syms.iter().max().map_or(0, |&m| m as usize + 1);
+        let mut first = vec![NO_BYTE; span];
+        let mut next = [NO_BYTE; 256];
+        for b in (0..256u16).rev() {
+            if let Some(f) = first.get_mut(syms[usize::from(b)] as usize) {
+                next[usize::from(b)] = *f;
+                *f = b;
+            }
+        }
+        ByteSyms {
+            first,
+            next,
+            pairs: vec![NO_PACKED; 1 << 16]
+                .into_boxed_slice()
+                .try_into()
+                .unwrap_or_else(|_| Box::new([NO_PACKED; 1 << 16])),
+        }
+    }
+
+    /// `value` for every byte pair whose symbols are the pair key `key`.
+    fn set(&mut self, key: u64, value: u32) {
+        let (first, next) = (&self.first, &self.next);
+        // The bytes of `sym`, each below 256 (`NO_BYTE` ends the list).
+        let bytes_of = |sym: u64| {
+            let mut b = usize::try_from(sym)
+                .ok()
+                .and_then(|s| first.get(s).copied())
+                .unwrap_or(NO_BYTE);
+            std::iter::from_fn(move || {
+                let this = b;
+                b = *next.get(usize::from(this))?;
+                Some(usize::from(this))
+            })
+        };
+        for b0 in bytes_of(key >> 32) {
+            for b1 in bytes_of(key & 0xffff_ffff) {
+                if let Some(p) = self.pairs.get_mut(b0 << 8 | b1) {
+                    *p = value;
+                }
+            }
+        }
+    }
+}
+
 impl Pairs {
     /// The table of `merges`, or an empty one when some pair's key is `NO_PAIR`.
-    fn new(merges: &AHashMap<u64, (u32, u32)>) -> Pairs {
+    fn new(merges: &AHashMap<u64, (u32, u32)>, syms: Option<&[u32; 256]>) -> Pairs {
         let none = Pairs {
             packed: Box::new([]),
             slots: Box::new([]),
             shift: 63,
             ranks_fit: false,
+            bytes: None,
         };
         if merges.is_empty() || merges.contains_key(&NO_PAIR) {
             return none;
@@ -271,11 +336,16 @@ impl Pairs {
         });
         if small {
             let mut packed = vec![u64::MAX; cap].into_boxed_slice();
+            let mut bytes = syms.map(ByteSyms::new);
             for (&key, &(rank, id)) in merges {
                 let v = ((key >> 32) << 48)
                     | ((key & 0xffff) << 32)
                     | (u64::from(rank) << 16)
                     | u64::from(id);
+                if let Some(b) = bytes.as_mut() {
+                    // What `get_packed_bits` answers for this pair.
+                    b.set(key, v as u32);
+                }
                 let mut i = pair_start(key, shift);
                 // Keys are distinct (they come from a map): each takes the first empty slot.
                 while let Some(s) = packed.get_mut(i) {
@@ -290,6 +360,7 @@ impl Pairs {
                 packed,
                 shift,
                 ranks_fit,
+                bytes: bytes.map(|b| b.pairs),
                 ..none
             };
         }
@@ -547,13 +618,31 @@ const NO_PACKED: u32 = u32::MAX;
 /// (`NO_PACKED` when there is none, or position `i` is gone), so a step scans one array up to
 /// the last symbol that starts a pair.
 #[inline(always)]
-fn merge_in_array_packed<const N: usize>(pairs: &Pairs, ids: &mut [u32; N], n: usize) -> usize {
+fn merge_in_array_packed<const N: usize>(
+    pairs: &Pairs,
+    ids: &mut [u32; N],
+    n: usize,
+    raw: Option<&[u8]>,
+) -> usize {
     // `live` has a bit per symbol.
     const { assert!(N <= 32) };
     let n = n.min(N);
     let mut pair = [NO_PACKED; N];
-    for i in 1..n {
-        pair[i - 1] = pairs.get_packed_bits(ids[i - 1], ids[i]);
+    match (raw, pairs.bytes.as_deref()) {
+        // The symbols are `raw`'s bytes' (the caller's promise): their pairs by byte.
+        (Some(raw), Some(bytes)) => {
+            for (p, w) in pair
+                .iter_mut()
+                .zip(raw.get(..n).unwrap_or_default().windows(2))
+            {
+                *p = bytes[usize::from(w[0]) << 8 | usize::from(w[1])];
+            }
+        }
+        _ => {
+            for i in 1..n {
+                pair[i - 1] = pairs.get_packed_bits(ids[i - 1], ids[i]);
+            }
+        }
     }
     // Bit i: symbol i is still there.
     let mut live: u32 = if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
@@ -1185,7 +1274,8 @@ impl Bpe {
     }
 
     fn pairs(&self) -> &Pairs {
-        self.pairs.get_or_init(|| Pairs::new(&self.merges))
+        self.pairs
+            .get_or_init(|| Pairs::new(&self.merges, self.byte_level_syms.as_deref()))
     }
 
     /// `lookup` through the pair table, for `merge_array` (the byte-level path, whose new
@@ -1505,21 +1595,37 @@ impl Bpe {
         }
         let sym = |b: u8| syms[usize::from(b)];
         if raw.len() <= ARRAY_WORD {
-            self.merge_array(raw, sym, out);
+            self.merge_array(raw, sym, self.is_byte_syms(syms), out);
         } else {
             self.merge_tree(raw, sym, out);
         }
         true
     }
 
+    /// Whether `syms` is the model's own byte-level table (`byte_level_syms`), whose byte
+    /// pairs `Pairs::bytes` holds.
+    #[inline]
+    fn is_byte_syms(&self, syms: &[u32; 256]) -> bool {
+        self.byte_level_syms
+            .as_deref()
+            .is_some_and(|own| std::ptr::eq(own, syms))
+    }
+
     /// The merges of a short word (`raw.len() <= ARRAY_WORD`, symbol `sym(b)` per byte) over
-    /// stack arrays, ids appended to `out` (see `merge_in_array`).
-    fn merge_array(&self, raw: &[u8], sym: impl Fn(u8) -> u32, out: &mut Vec<u32>) {
+    /// stack arrays, ids appended to `out` (see `merge_in_array`). `byte_syms`: `sym` is
+    /// `byte_level_syms`, so the first pairs may come from `Pairs::bytes`.
+    fn merge_array(
+        &self,
+        raw: &[u8],
+        sym: impl Fn(u8) -> u32,
+        byte_syms: bool,
+        out: &mut Vec<u32>,
+    ) {
         let mut ids = [0u32; ARRAY_WORD];
         let pairs = self.pairs();
         let (n, packed) = word_symbols(&mut ids, raw, sym, pairs);
         let n = if packed {
-            merge_in_array_packed(pairs, &mut ids, n)
+            merge_in_array_packed(pairs, &mut ids, n, byte_syms.then_some(raw))
         } else {
             self.merge_in_array(pairs, &mut ids, n)
         };
@@ -1845,7 +1951,7 @@ impl ByteLevelWords<'_> {
             // What `byte_level_merge` does with such a word, without the scratch space it
             // does not use.
             let start = out.len();
-            bpe.merge_array(raw, |b| syms[b as usize], out);
+            bpe.merge_array(raw, |b| syms[b as usize], bpe.is_byte_syms(syms), out);
             if let (Some(t), Some(ids)) = (self.table.as_deref_mut(), out.get(start..)) {
                 t.insert(raw, ids);
             }
@@ -2467,9 +2573,44 @@ mod tests {
                 let word: Vec<u8> = (0..n).map(|_| b"abc"[(next() % 3) as usize]).collect();
                 let want = heap_merge_ids(&bpe, &word, sym);
                 let mut got = Vec::new();
-                bpe.merge_array(&word, sym, &mut got);
+                bpe.merge_array(&word, sym, false, &mut got);
                 assert_eq!(got, want, "{:?}", String::from_utf8_lossy(&word));
             }
+        }
+    }
+
+    /// `Pairs::bytes` holds `get_packed_bits` of every byte pair's symbols: random merge
+    /// tables over symbols that several bytes share, one byte's symbol out of the 16-bit
+    /// range (no merge has it: the table stays in the 16-bit form).
+    #[test]
+    fn byte_pairs_equal_packed_lookups() {
+        let mut next = crate::test_rng(0x000B_17E5_9A1E_0001);
+        for round in 0..20 {
+            let mut syms = [0u32; 256];
+            for (b, s) in syms.iter_mut().enumerate() {
+                *s = (b as u32 * 7 + round) % 61;
+            }
+            syms[200] = 0x1_0000 + round;
+            let mut merges: AHashMap<u64, (u32, u32)> = AHashMap::new();
+            for rank in 0..400u32 {
+                let (l, r) = ((next() % 90) as u32, (next() % 90) as u32);
+                merges.entry(pair_key(l, r)).or_insert((rank, 1000 + rank));
+            }
+            let pairs = Pairs::new(&merges, Some(&syms));
+            assert!(pairs.is_packed());
+            let bytes = pairs.bytes.as_deref().unwrap();
+            let mut hits = 0;
+            for (i, &got) in bytes.iter().enumerate() {
+                let (l, r) = (syms[i >> 8], syms[i & 0xff]);
+                let want = if l < 0xffff && r < 0xffff {
+                    pairs.get_packed_bits(l, r)
+                } else {
+                    NO_PACKED
+                };
+                assert_eq!(got, want, "round {round} bytes {:#06x}", i);
+                hits += usize::from(got != NO_PACKED);
+            }
+            assert!(hits > 1000, "{hits}");
         }
     }
 
@@ -2540,7 +2681,7 @@ mod tests {
                 let v = ((next() % top) as u32, (next() % top) as u32);
                 merges.insert(pair_key(l, r), v);
             }
-            let pairs = Pairs::new(&merges);
+            let pairs = Pairs::new(&merges, None);
             assert!(pairs.is_built());
             assert_eq!(!pairs.packed.is_empty(), round < 2, "round {round}");
             for (&k, &v) in &merges {
