@@ -8,6 +8,7 @@
 //! classified as the reference classifies it.
 
 pub(crate) mod cl100k;
+pub(crate) mod o200k;
 mod tables;
 
 use crate::decoders::Decoder;
