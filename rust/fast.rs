@@ -47,6 +47,8 @@ pub(crate) enum WordSplit {
     Gpt2,
     /// A `Split` with tiktoken's cl100k_base regex before a ByteLevel without regex.
     Cl100k,
+    /// The same with Llama 3's regex (cl100k's split but at the end of the text).
+    Llama3,
     /// The same with tiktoken's o200k_base regex (also Llama 4's).
     O200k,
     /// The same with the regex of Mistral's tekken files.
@@ -60,6 +62,7 @@ impl WordSplit {
             WordSplit::Whole => None,
             WordSplit::Gpt2 => Some(crate::byte_level::gpt2_match_end_fast),
             WordSplit::Cl100k => Some(crate::byte_level::cl100k_match_end_fast),
+            WordSplit::Llama3 => Some(crate::byte_level::llama3_match_end_fast),
             WordSplit::O200k => Some(o200k::match_end_fast::<true, 3>),
             WordSplit::Tekken => Some(o200k::match_end_fast::<false, 1>),
         }
@@ -136,7 +139,7 @@ fn detect_meta(norm: &Value, pre: &Value) -> Option<FastPath> {
 
 /// `Sequence[Split(regex, Isolated), ByteLevel(add_prefix_space: false, use_regex: false)]`,
 /// what `from_tiktoken` and the tekken reader build (and HF's converted files hold), with
-/// the tiktoken regex of a hand-written split: cl100k_base's, o200k_base's or tekken's,
+/// the tiktoken regex of a hand-written split: cl100k_base's, Llama 3's, o200k_base's or tekken's,
 /// exactly as `formats::tiktoken::onig_pattern` translates it.
 fn tiktoken_split(pre: &Value) -> Option<WordSplit> {
     let parts = match pre.get("pretokenizers").and_then(Value::as_array) {
@@ -161,6 +164,7 @@ fn tiktoken_split(pre: &Value) -> Option<WordSplit> {
         .and_then(Value::as_str)?
     {
         p if p == crate::byte_level::cl100k::ONIG_PATTERN => Some(WordSplit::Cl100k),
+        p if p == crate::byte_level::cl100k::LLAMA3_PATTERN => Some(WordSplit::Llama3),
         p if p == o200k::O200K_PATTERN => Some(WordSplit::O200k),
         p if p == o200k::TEKKEN_PATTERN => Some(WordSplit::Tekken),
         _ => None,
@@ -1290,6 +1294,7 @@ impl FastPath {
             WordSplit::Whole => f(s.as_bytes()),
             WordSplit::Gpt2 => each_match(s, crate::byte_level::gpt2_match_end_fast, f),
             WordSplit::Cl100k => each_match(s, crate::byte_level::cl100k_match_end_fast, f),
+            WordSplit::Llama3 => each_match(s, crate::byte_level::llama3_match_end_fast, f),
             WordSplit::O200k => each_match(s, o200k::match_end_fast::<true, 3>, f),
             WordSplit::Tekken => each_match(s, o200k::match_end_fast::<false, 1>, f),
         }
@@ -1335,6 +1340,13 @@ impl FastPath {
                 s,
                 |w, lo, hi| crate::byte_level::cl100k_window_word(w, lo, hi),
                 |s, p| crate::byte_level::cl100k_match_end_fast(s, p),
+                words,
+                out,
+            ),
+            WordSplit::Llama3 => each_word_ids(
+                s,
+                |w, lo, hi| crate::byte_level::cl100k_window_word(w, lo, hi),
+                |s, p| crate::byte_level::llama3_match_end_fast(s, p),
                 words,
                 out,
             ),
