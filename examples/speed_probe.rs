@@ -1,7 +1,8 @@
 //! Single-thread throughput of `Tokenizer::encode_ids` over a text file, line by line or whole.
 //! Usage: speed_probe <tokenizer.json|.model|.tiktoken> <text file> [lines|doc|whole|nul] [repeats]
 //! (`nul`: the file holds texts separated by NUL bytes, e.g. a benchmark's exact texts)
-//! (a `.tiktoken` file is run with cl100k_base's split pattern and no special tokens).
+//! (a `.tiktoken` file is run with cl100k_base's split pattern, or `PROBE_PATTERN`'s, and no
+//! special tokens; a `.json` file whose name has `tekken` in it is read as a tekken file).
 
 use piecework::Tokenizer;
 use std::time::Instant;
@@ -14,11 +15,14 @@ fn main() {
     }
     let bytes = std::fs::read(&args[1]).unwrap_or_default();
     let load = Instant::now();
-    let tok = if args[1].ends_with(".json") {
+    let tok = if args[1].ends_with(".json") && args[1].contains("tekken") {
+        Tokenizer::from_tekken(&bytes)
+    } else if args[1].ends_with(".json") {
         Tokenizer::from_json_str(&String::from_utf8_lossy(&bytes))
     } else if args[1].ends_with(".tiktoken") {
         let cl100k = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
-        Tokenizer::from_tiktoken(&bytes, cl100k, &[])
+        let pattern = std::env::var("PROBE_PATTERN").unwrap_or_else(|_| cl100k.to_string());
+        Tokenizer::from_tiktoken(&bytes, &pattern, &[])
     } else {
         Tokenizer::from_sentencepiece(&bytes)
     };

@@ -8,6 +8,7 @@
 //! classified as the reference classifies it.
 
 pub(crate) mod cl100k;
+pub(crate) mod o200k;
 mod tables;
 
 use crate::decoders::Decoder;
@@ -511,6 +512,19 @@ fn high_match_end(s: &str, pos: usize, body: usize) -> usize {
 /// `cl100k::match_end`.
 #[inline(always)]
 pub(crate) fn cl100k_match_end_fast(s: &str, pos: usize) -> usize {
+    cl100k_scan::<true>(s, pos)
+}
+
+/// `cl100k_match_end_fast` for Llama 3's split (`cl100k::match_end_with::<false>`): the
+/// inline part scans no white space, where the two differ.
+#[inline(always)]
+pub(crate) fn llama3_match_end_fast(s: &str, pos: usize) -> usize {
+    cl100k_scan::<false>(s, pos)
+}
+
+/// `cl100k_match_end_fast` with `cl100k::match_end_with::<END_RUN>` for the rest.
+#[inline(always)]
+fn cl100k_scan<const END_RUN: bool>(s: &str, pos: usize) -> usize {
     let bytes = s.as_bytes();
     if let Some(&b0) = bytes.get(pos) {
         let c0 = BYTE_CLASS[b0 as usize];
@@ -530,14 +544,14 @@ pub(crate) fn cl100k_match_end_fast(s: &str, pos: usize) -> usize {
             for _ in 0..2 {
                 match bytes.get(end).map(|&b| BYTE_CLASS[b as usize]) {
                     Some(B_NUMBER) => end += 1,
-                    Some(B_HIGH) => return cl100k_general(s, pos),
+                    Some(B_HIGH) => return cl100k_general::<END_RUN>(s, pos),
                     _ => break,
                 }
             }
             return end;
         }
     }
-    cl100k_general(s, pos)
+    cl100k_general::<END_RUN>(s, pos)
 }
 
 /// `gpt2_window_word` for the cl100k split: the length of the match at the start of `w`
@@ -571,10 +585,10 @@ pub(crate) fn cl100k_window_word(w: &[u8; 16], lo: u64, hi: u64) -> Option<usize
     window_run_end(w, lo, hi, lead + 1, B_LETTER)
 }
 
-/// `cl100k::match_end`, kept out of line so that the inline scanner stays small.
+/// `cl100k::match_end_with`, kept out of line so that the inline scanner stays small.
 #[inline(never)]
-fn cl100k_general(s: &str, pos: usize) -> usize {
-    cl100k::match_end(s, pos)
+fn cl100k_general<const END_RUN: bool>(s: &str, pos: usize) -> usize {
+    cl100k::match_end_with::<END_RUN>(s, pos)
 }
 
 /// The GPT-2 regex matches of `s`, as byte ranges covering it.

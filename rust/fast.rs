@@ -8,6 +8,7 @@
 //! per-byte alignment kept only when offsets are asked for. `FastPath::detect` checks the
 //! configuration.
 
+use crate::byte_level::o200k;
 use crate::error::Result as PwResult;
 use crate::models::wordpiece::{WordCache, WordKey, WordPiece};
 use serde_json::Value;
@@ -46,6 +47,12 @@ pub(crate) enum WordSplit {
     Gpt2,
     /// A `Split` with tiktoken's cl100k_base regex before a ByteLevel without regex.
     Cl100k,
+    /// The same with Llama 3's regex (cl100k's split but at the end of the text).
+    Llama3,
+    /// The same with tiktoken's o200k_base regex (also Llama 4's).
+    O200k,
+    /// The same with the regex of Mistral's tekken files.
+    Tekken,
 }
 
 impl WordSplit {
@@ -55,6 +62,9 @@ impl WordSplit {
             WordSplit::Whole => None,
             WordSplit::Gpt2 => Some(crate::byte_level::gpt2_match_end_fast),
             WordSplit::Cl100k => Some(crate::byte_level::cl100k_match_end_fast),
+            WordSplit::Llama3 => Some(crate::byte_level::llama3_match_end_fast),
+            WordSplit::O200k => Some(o200k::match_end_fast::<true, 3>),
+            WordSplit::Tekken => Some(o200k::match_end_fast::<false, 1>),
         }
     }
 }
@@ -127,27 +137,38 @@ fn detect_meta(norm: &Value, pre: &Value) -> Option<FastPath> {
     Some(FastPath::Meta { prepend })
 }
 
-/// `Sequence[Split(cl100k regex, Isolated), ByteLevel(add_prefix_space: false, use_regex:
-/// false)]`, what `from_tiktoken` builds for cl100k_base (and HF's converted files hold).
-fn is_cl100k_split(pre: &Value) -> bool {
+/// `Sequence[Split(regex, Isolated), ByteLevel(add_prefix_space: false, use_regex: false)]`,
+/// what `from_tiktoken` and the tekken reader build (and HF's converted files hold), with
+/// the tiktoken regex of a hand-written split: cl100k_base's, Llama 3's, o200k_base's or tekken's,
+/// exactly as `formats::tiktoken::onig_pattern` translates it.
+fn tiktoken_split(pre: &Value) -> Option<WordSplit> {
     let parts = match pre.get("pretokenizers").and_then(Value::as_array) {
         Some(p) if pre.get("type").and_then(Value::as_str) == Some("Sequence") => p,
-        _ => return false,
+        _ => return None,
     };
     let [split, bl] = parts.as_slice() else {
-        return false;
+        return None;
     };
     let field = |v: &Value, k: &str| v.get(k).cloned().unwrap_or(Value::Null);
-    split.get("type").and_then(Value::as_str) == Some("Split")
-        && field(split, "pattern")
-            .get("Regex")
-            .and_then(Value::as_str)
-            .is_some_and(|p| p == crate::byte_level::cl100k::ONIG_PATTERN)
+    let shape = split.get("type").and_then(Value::as_str) == Some("Split")
         && field(split, "behavior").as_str() == Some("Isolated")
         && field(split, "invert").as_bool() == Some(false)
         && bl.get("type").and_then(Value::as_str) == Some("ByteLevel")
         && field(bl, "add_prefix_space").as_bool() == Some(false)
-        && field(bl, "use_regex").as_bool() == Some(false)
+        && field(bl, "use_regex").as_bool() == Some(false);
+    if !shape {
+        return None;
+    }
+    match field(split, "pattern")
+        .get("Regex")
+        .and_then(Value::as_str)?
+    {
+        p if p == crate::byte_level::cl100k::ONIG_PATTERN => Some(WordSplit::Cl100k),
+        p if p == crate::byte_level::cl100k::LLAMA3_PATTERN => Some(WordSplit::Llama3),
+        p if p == o200k::O200K_PATTERN => Some(WordSplit::O200k),
+        p if p == o200k::TEKKEN_PATTERN => Some(WordSplit::Tekken),
+        _ => None,
+    }
 }
 
 /// `Precompiled` + `Sequence[WhitespaceSplit, Metaspace]` with `▁`, prepending always and
@@ -371,10 +392,10 @@ impl FastPath {
                 },
             });
         }
-        if norm.is_null() && is_cl100k_split(pre) {
+        if let Some(split) = tiktoken_split(pre).filter(|_| norm.is_null()) {
             return Some(FastPath::ByteLevel {
                 add_prefix_space: false,
-                split: WordSplit::Cl100k,
+                split,
             });
         }
         if norm.get("type")?.as_str()? != "BertNormalizer"
@@ -1273,6 +1294,9 @@ impl FastPath {
             WordSplit::Whole => f(s.as_bytes()),
             WordSplit::Gpt2 => each_match(s, crate::byte_level::gpt2_match_end_fast, f),
             WordSplit::Cl100k => each_match(s, crate::byte_level::cl100k_match_end_fast, f),
+            WordSplit::Llama3 => each_match(s, crate::byte_level::llama3_match_end_fast, f),
+            WordSplit::O200k => each_match(s, o200k::match_end_fast::<true, 3>, f),
+            WordSplit::Tekken => each_match(s, o200k::match_end_fast::<false, 1>, f),
         }
     }
 }
@@ -1316,6 +1340,27 @@ impl FastPath {
                 s,
                 |w, lo, hi| crate::byte_level::cl100k_window_word(w, lo, hi),
                 |s, p| crate::byte_level::cl100k_match_end_fast(s, p),
+                words,
+                out,
+            ),
+            WordSplit::Llama3 => each_word_ids(
+                s,
+                |w, lo, hi| crate::byte_level::cl100k_window_word(w, lo, hi),
+                |s, p| crate::byte_level::llama3_match_end_fast(s, p),
+                words,
+                out,
+            ),
+            WordSplit::O200k => each_word_ids(
+                s,
+                |w, lo, hi| o200k::window_word::<true, 3>(w, lo, hi),
+                |s, p| o200k::match_end_fast::<true, 3>(s, p),
+                words,
+                out,
+            ),
+            WordSplit::Tekken => each_word_ids(
+                s,
+                |w, lo, hi| o200k::window_word::<false, 1>(w, lo, hi),
+                |s, p| o200k::match_end_fast::<false, 1>(s, p),
                 words,
                 out,
             ),

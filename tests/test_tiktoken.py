@@ -7,6 +7,7 @@ tokens (tiktoken would download the file otherwise)."""
 from __future__ import annotations
 
 import base64
+import os
 import random
 from pathlib import Path
 
@@ -250,23 +251,79 @@ def test_cl100k_unicode_corners_equal_tiktoken(cl100k, text):
     assert ours.encode_ids(text, add_special_tokens=False) == theirs.encode_ordinary(text)
 
 
+# tekken's split (Mistral; `config.pattern` of its files) and Llama 3's, as published.
+_TEKKEN_PAT = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+    r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_LLAMA3_PAT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+def _offline(data: bytes, pattern: str):
+    ours = piecework.Tokenizer.from_tiktoken(data, pattern, {})
+    theirs = tiktoken.Encoding(
+        name="offline", pat_str=pattern, mergeable_ranks=_ranks(data), special_tokens={}
+    )
+    return ours, theirs
+
+
 @pytest.fixture(scope="module")
 def other_patterns():
-    """The r50k and o200k patterns (which take the general regex path) over cl100k's ranks."""
+    """Other published patterns over cl100k's ranks: o200k's and tekken's (the hand-written
+    o200k split), r50k's and Llama 3's (the general regex path)."""
     data = data_path(CL100K).read_bytes()
-    return [_pair(data, name, {}) for name in ("r50k_base", "o200k_base")]
+    pairs = [_pair(data, name, {}) for name in ("r50k_base", "o200k_base")]
+    return pairs + [_offline(data, p) for p in (_TEKKEN_PAT, _LLAMA3_PAT)]
 
 
-@given(
-    st.text(
-        alphabet=st.sampled_from(list(" \t\r\n\u00a0\u2028'sSlLvVeE1234567890aZé!?./\u0301😀Ǆ")),
-        max_size=40,
-    )
-    | corner_text
+# Every kind of character the o200k and tekken splits tell apart: lower, upper, title-case,
+# modifier and other letters, combining marks (neither letters nor numbers), digits of
+# several scripts, contractions in both cases and with U+017F, every newline and space.
+_O200K_ALPHABET = list(
+    " \t\r\n\u00a0\u2028\u3000\x0b\x85'sSlLvVeEtTmMdD\u017f1234567890\u0663\u00b2\u2167"
+    "aZ\u00e9\u00c9!?./\u0301\u0300\u093f\U0001d165\U0001f600\U0001f3fb\u200d\u01c5\u02b0"
+    "\u3042\u30fc\u6f22\u05d0\u0e01\U00020000\U00010400\U00010428\u00df"
 )
+
+
+@given(st.text(alphabet=st.sampled_from(_O200K_ALPHABET), max_size=40) | corner_text)
 def test_published_patterns_on_cl100k_ranks(other_patterns, text):
     for ours, theirs in other_patterns:
         assert ours.encode_ids(text, add_special_tokens=False) == theirs.encode_ordinary(text)
+
+
+# ----------------------------------------------------------------- o200k_base, when present
+O200K = "o200k-tiktoken/o200k_base.tiktoken"
+
+
+@pytest.fixture(scope="module")
+def o200k():
+    """The published o200k_base file: `PIECEWORK_O200K`, else in the shared data."""
+    env = os.environ.get("PIECEWORK_O200K")
+    path = Path(env) if env else DATA_DIR / O200K
+    if not path.exists():
+        pytest.skip(f"o200k_base.tiktoken not found: {path} (set PIECEWORK_O200K)")
+    data = path.read_bytes()
+    return (piecework.Tokenizer.from_file(path), *_pair(data, "o200k_base"))
+
+
+def test_o200k_corpus_equals_tiktoken(o200k):
+    from_file, ours, theirs = o200k
+    lines = _corpus_lines(200_000 if SWEEP else 3_000)
+    assert _check(ours, theirs, lines) == len(lines)
+    assert _check(from_file, theirs, lines[:500]) == min(500, len(lines))
+    docs = ["\n".join(lines[i : i + 400]) for i in range(0, len(lines), 400)]
+    assert _check(ours, theirs, docs) == len(docs)
+
+
+@given(st.text(alphabet=st.sampled_from(_O200K_ALPHABET), max_size=40) | corner_text)
+def test_o200k_unicode_corners_equal_tiktoken(o200k, text):
+    _, ours, theirs = o200k
+    assert ours.encode_ids(text, add_special_tokens=False) == theirs.encode_ordinary(text)
 
 
 def test_cl100k_saved_as_tokenizer_json(cl100k):

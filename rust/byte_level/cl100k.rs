@@ -7,12 +7,21 @@
 //!
 //! Each alternative is tried in order at the match start, as the regex engine does; the
 //! character classes are the ones the GPT-2 split uses (Oniguruma's, like the regex path).
+//!
+//! Llama 3's pattern ([`LLAMA3_PATTERN`]) is the same split but at the end of the text: it
+//! has no `\s++\z`, so trailing white space with a newline in it ends at the last newline
+//! (`\s*[\r\n]+`) and the rest is a match of its own; `match_end_with::<false>` scans it.
 
 use super::{class, Class};
 
 /// The pattern tiktoken publishes for cl100k_base, translated for Oniguruma
 /// (`formats::tiktoken::onig_pattern`); a Split with exactly this regex takes this fast path.
 pub const ONIG_PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|(?>\p{N}{1,3})| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++\z|\s*[\r\n]|\s+(?!\S)|\s";
+
+/// Llama 3's published pattern (as `formats::tiktoken::onig_pattern` translates it:
+/// unchanged). Its other differences from cl100k_base's (the contractions' order, no
+/// possessive quantifiers, `[\r\n]+` for `[\r\n]`, `\s+` for `\s`) change no match.
+pub const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 fn is_newline(c: char) -> bool {
     c == '\r' || c == '\n'
@@ -38,8 +47,15 @@ fn contraction(s: &str, pos: usize) -> Option<usize> {
     matches!(pair, ('l', 'l') | ('v', 'e') | ('r', 'e')).then_some(pos + 3)
 }
 
-/// The end of the cl100k match starting at byte `pos` of `s` (`pos < s.len()`).
+/// The end of the cl100k match starting at byte `pos` of `s` (`pos < s.len()`) (the tests'
+/// name for `match_end_with::<true>`).
+#[cfg(test)]
 pub(crate) fn match_end(s: &str, pos: usize) -> usize {
+    match_end_with::<true>(s, pos)
+}
+
+/// `match_end`, with the `\s++\z` alternative when `END_RUN` (cl100k), without (Llama 3).
+pub(crate) fn match_end_with<const END_RUN: bool>(s: &str, pos: usize) -> usize {
     let Some(c) = s.get(pos..).and_then(|r| r.chars().next()) else {
         return s.len();
     };
@@ -81,7 +97,7 @@ pub(crate) fn match_end(s: &str, pos: usize) -> usize {
     }
     // White space from here on (a letter, number or other character matched above).
     let ws_end = run(s, pos, |x| class(x) == Class::Space);
-    if ws_end == s.len() {
+    if END_RUN && ws_end == s.len() {
         return ws_end; // `\s++\z`
     }
     // `\s*[\r\n]`: up to the last newline of the run.
@@ -90,6 +106,9 @@ pub(crate) fn match_end(s: &str, pos: usize) -> usize {
         .and_then(|r| r.char_indices().rev().find(|&(_, x)| is_newline(x)))
     {
         return pos + i + 1;
+    }
+    if ws_end == s.len() {
+        return ws_end; // `\s+(?!\S)` at the end of the text (Llama 3)
     }
     // `\s+(?!\S)`: the run but its last character, which the next word takes.
     let last = s
@@ -111,11 +130,29 @@ mod tests {
     /// random texts over every character class the pattern distinguishes.
     #[test]
     fn equals_the_regex() {
-        let translated = crate::formats::tiktoken::onig_pattern(
+        check::<true>(
             r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s",
+            ONIG_PATTERN,
         );
-        assert_eq!(translated.as_deref().ok(), Some(ONIG_PATTERN));
-        let Ok(re) = SysRegex::new(ONIG_PATTERN) else {
+    }
+
+    /// The same for Llama 3's pattern and `match_end_with::<false>`.
+    #[test]
+    fn llama3_equals_the_regex() {
+        check::<false>(
+            r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+            LLAMA3_PATTERN,
+        );
+    }
+
+    fn check<const END_RUN: bool>(published: &str, translated: &str) {
+        assert_eq!(
+            crate::formats::tiktoken::onig_pattern(published)
+                .ok()
+                .as_deref(),
+            Some(translated)
+        );
+        let Ok(re) = SysRegex::new(translated) else {
             panic!("pattern does not compile");
         };
         let alphabet: Vec<char> = "aZé\u{17F}sStTlLvVeErRdDmM'''  \t\r\n\u{a0}\u{2003}\u{3000}19٣²½.,!-/😀\u{301}\u{300}漢字ⅷ\u{85}\u{b}"
@@ -135,11 +172,19 @@ mod tests {
             let mut got = Vec::new();
             let mut pos = 0;
             while pos < text.len() {
-                let end = match_end(&text, pos);
+                let end = match_end_with::<END_RUN>(&text, pos);
                 got.push((pos, end));
                 pos = end;
             }
             assert_eq!(got, expected, "text {text:?}");
+            let mut fast = Vec::new();
+            let mut pos = 0;
+            while pos < text.len() {
+                let end = super::super::cl100k_scan::<END_RUN>(&text, pos);
+                fast.push((pos, end));
+                pos = end.max(pos + 1);
+            }
+            assert_eq!(fast, expected, "fast: text {text:?}");
         }
     }
 }
