@@ -313,7 +313,7 @@ def o200k():
 
 def test_o200k_corpus_equals_tiktoken(o200k):
     from_file, ours, theirs = o200k
-    lines = _corpus_lines(200_000 if SWEEP else 3_000)
+    lines = corpus_lines(200_000 if SWEEP else 3_000)
     assert _check(ours, theirs, lines) == len(lines)
     assert _check(from_file, theirs, lines[:500]) == min(500, len(lines))
     docs = ["\n".join(lines[i : i + 400]) for i in range(0, len(lines), 400)]
