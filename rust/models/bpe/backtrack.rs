@@ -735,8 +735,11 @@ impl Backtrack {
         // Nodes per depth (depth k holds a string's node for its byte k - 1): string i
         // makes one at each depth in lcp + 1 ..= len. `next[k]` is the next index at depth k.
         let mut next = vec![0u32; max_len + 2];
+        // A difference array, so in wrapping arithmetic: a depth's entry may go below zero
+        // before its +1s come.
         for (e, &k) in ents.iter().zip(&lcp) {
-            *next.get_mut(k as usize + 1)? += 1;
+            let start = next.get_mut(k as usize + 1)?;
+            *start = start.wrapping_add(1);
             let end = next.get_mut(e.len as usize + 1)?;
             *end = end.wrapping_sub(1);
         }
