@@ -811,6 +811,77 @@ impl PostProcessor for ByteLevel {
     }
 }
 
+/// The end of the match in a run of white space `s[pos..ws_end]` (`pos < ws_end`) under the
+/// tiktoken patterns' last alternatives, `\s*[\r\n]+ | \s+(?!\S) | \s+` (cl100k's `\s*[\r\n]
+/// | \s+(?!\S) | \s` gives the same): up to the run's last newline if it has one; else the
+/// whole run at the end of the text; else the run but its last character, which the next
+/// match takes, or that one character alone.
+#[inline]
+pub(crate) fn space_run_end(s: &str, pos: usize, ws_end: usize) -> usize {
+    let ws = s.as_bytes().get(pos..ws_end).unwrap_or_default();
+    // `\r` and `\n` are ASCII: never inside a longer character.
+    if let Some(i) = ws.iter().rposition(|&b| b == b'\r' || b == b'\n') {
+        return pos + i + 1;
+    }
+    if ws_end == s.len() {
+        return ws_end;
+    }
+    let last = s
+        .get(pos..ws_end)
+        .and_then(|r| r.char_indices().next_back())
+        .map_or(pos, |(i, _)| pos + i);
+    if last > pos {
+        last
+    } else {
+        ws_end
+    }
+}
+
+/// Test support for the hand-written tiktoken splits (`cl100k`, `o200k`): the translated
+/// pattern, Oniguruma's matches with it and a scanner's, to compare.
+#[cfg(test)]
+pub(crate) mod split_check {
+    use crate::text::SysRegex;
+
+    /// Oniguruma over `translated`, which must be what `onig_pattern` makes of `published`.
+    pub(crate) fn regex(published: &str, translated: &str) -> SysRegex {
+        assert_eq!(
+            crate::formats::tiktoken::onig_pattern(published)
+                .ok()
+                .as_deref(),
+            Some(translated)
+        );
+        match SysRegex::new(translated) {
+            Ok(re) => re,
+            Err(e) => panic!("pattern does not compile: {e}"),
+        }
+    }
+
+    pub(crate) fn regex_matches(re: &SysRegex, text: &str) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        let _ = re.for_each_match(text, |s, e| {
+            out.push((s, e));
+            Ok(())
+        });
+        out
+    }
+
+    /// The matches of a scanner giving the end of the match at each start (always ahead).
+    pub(crate) fn scanner_matches(
+        text: &str,
+        match_end: impl Fn(&str, usize) -> usize,
+    ) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < text.len() {
+            let end = match_end(text, pos);
+            out.push((pos, end));
+            pos = end.max(pos + 1);
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -100,31 +100,13 @@ pub(crate) fn match_end_with<const END_RUN: bool>(s: &str, pos: usize) -> usize 
     if END_RUN && ws_end == s.len() {
         return ws_end; // `\s++\z`
     }
-    // `\s*[\r\n]`: up to the last newline of the run.
-    if let Some((i, _)) = s
-        .get(pos..ws_end)
-        .and_then(|r| r.char_indices().rev().find(|&(_, x)| is_newline(x)))
-    {
-        return pos + i + 1;
-    }
-    if ws_end == s.len() {
-        return ws_end; // `\s+(?!\S)` at the end of the text (Llama 3)
-    }
-    // `\s+(?!\S)`: the run but its last character, which the next word takes.
-    let last = s
-        .get(pos..ws_end)
-        .and_then(|r| r.char_indices().next_back())
-        .map_or(pos, |(i, _)| pos + i);
-    if last > pos {
-        return last;
-    }
-    after // `\s`
+    super::space_run_end(s, pos, ws_end)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::split_check::{regex, regex_matches, scanner_matches};
     use super::*;
-    use crate::text::SysRegex;
 
     /// The hand-written split equals Oniguruma running the translated tiktoken pattern, on
     /// random texts over every character class the pattern distinguishes.
@@ -146,15 +128,7 @@ mod tests {
     }
 
     fn check<const END_RUN: bool>(published: &str, translated: &str) {
-        assert_eq!(
-            crate::formats::tiktoken::onig_pattern(published)
-                .ok()
-                .as_deref(),
-            Some(translated)
-        );
-        let Ok(re) = SysRegex::new(translated) else {
-            panic!("pattern does not compile");
-        };
+        let re = regex(published, translated);
         let alphabet: Vec<char> = "aZé\u{17F}sStTlLvVeErRdDmM'''  \t\r\n\u{a0}\u{2003}\u{3000}19٣²½.,!-/😀\u{301}\u{300}漢字ⅷ\u{85}\u{b}"
             .chars()
             .collect();
@@ -164,26 +138,10 @@ mod tests {
             let text: String = (0..len)
                 .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
                 .collect();
-            let mut expected = Vec::new();
-            let _ = re.for_each_match(&text, |s, e| {
-                expected.push((s, e));
-                Ok(())
-            });
-            let mut got = Vec::new();
-            let mut pos = 0;
-            while pos < text.len() {
-                let end = match_end_with::<END_RUN>(&text, pos);
-                got.push((pos, end));
-                pos = end;
-            }
+            let expected = regex_matches(&re, &text);
+            let got = scanner_matches(&text, match_end_with::<END_RUN>);
             assert_eq!(got, expected, "text {text:?}");
-            let mut fast = Vec::new();
-            let mut pos = 0;
-            while pos < text.len() {
-                let end = super::super::cl100k_scan::<END_RUN>(&text, pos);
-                fast.push((pos, end));
-                pos = end.max(pos + 1);
-            }
+            let fast = scanner_matches(&text, super::super::cl100k_scan::<END_RUN>);
             assert_eq!(fast, expected, "fast: text {text:?}");
         }
     }

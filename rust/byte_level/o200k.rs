@@ -296,23 +296,7 @@ pub(crate) fn match_end<const CONTRACTIONS: bool, const DIGITS: usize>(
     }
     // White space from here on (letters, marks, numbers and the rest matched above).
     let ws_end = run(s, pos, IS_SPACE);
-    let ws = bytes.get(pos..ws_end).unwrap_or_default();
-    // `\s*[\r\n]+`: `\s*` gives back up to the run's last newline, which `[\r\n]+` takes.
-    if let Some(i) = ws.iter().rposition(|&b| b == b'\r' || b == b'\n') {
-        return pos + i + 1;
-    }
-    if ws_end == s.len() {
-        return ws_end; // `\s+(?!\S)` at the end of the text
-    }
-    // `\s+(?!\S)`: the run but its last character, which the next match takes.
-    let last = s
-        .get(pos..ws_end)
-        .and_then(|r| r.char_indices().next_back())
-        .map_or(pos, |(i, _)| pos + i);
-    if last > pos {
-        return last;
-    }
-    ws_end // `\s+`: one character
+    super::space_run_end(s, pos, ws_end)
 }
 
 /// Bit 7 of each byte of `x` (eight bytes of text, little-endian) set where that byte is
@@ -444,8 +428,8 @@ pub(crate) fn window_word<const CONTRACTIONS: bool, const DIGITS: usize>(
 
 #[cfg(test)]
 mod tests {
+    use super::super::split_check::{regex, regex_matches, scanner_matches};
     use super::*;
-    use crate::text::SysRegex;
 
     /// `BMP_KIND` equals `kind_by_ranges`, and `\p{L}` is the union of the five letter
     /// categories (which `kind_by_ranges` relies on), on every code point.
@@ -486,15 +470,7 @@ mod tests {
     /// The hand-written split (general and fast scanner, and the window) equals Oniguruma
     /// running the translated pattern, on random texts over `ALPHABET`.
     fn check<const C: bool, const D: usize>(published: &str, translated: &str, seed: u64) {
-        assert_eq!(
-            crate::formats::tiktoken::onig_pattern(published)
-                .ok()
-                .as_deref(),
-            Some(translated)
-        );
-        let Ok(re) = SysRegex::new(translated) else {
-            panic!("pattern does not compile");
-        };
+        let re = regex(published, translated);
         let alphabet: Vec<char> = ALPHABET.chars().collect();
         let mut next = crate::test_rng(seed);
         let mut windows = 0;
@@ -514,23 +490,12 @@ mod tests {
                     }
                 })
                 .collect();
-            let mut expected = Vec::new();
-            let _ = re.for_each_match(&text, |s, e| {
-                expected.push((s, e));
-                Ok(())
-            });
+            let expected = regex_matches(&re, &text);
             for (name, f) in [
                 ("general", match_end::<C, D> as fn(&str, usize) -> usize),
                 ("fast", match_end_fast::<C, D>),
             ] {
-                let mut got = Vec::new();
-                let mut pos = 0;
-                while pos < text.len() {
-                    let end = f(&text, pos);
-                    got.push((pos, end));
-                    pos = end.max(pos + 1);
-                }
-                assert_eq!(got, expected, "{name}: text {text:?}");
+                assert_eq!(scanner_matches(&text, f), expected, "{name}: text {text:?}");
             }
             for &(s, e) in &expected {
                 let Some(w) = text.as_bytes().get(s..).and_then(<[u8]>::first_chunk::<16>) else {
