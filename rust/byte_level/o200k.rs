@@ -80,7 +80,7 @@ static BYTE_KIND: [u8; 256] = {
 /// touches the few lines of its scripts).
 static BMP_KIND: [u8; 0x8000] = {
     let mut t = [K_OTHER * 0x11; 0x8000];
-    let tables: [(&[(u32, u32)], u8); 9] = [
+    let tables: [(&[(u32, u32)], u8); 8] = [
         (&tables::SPACE, K_SPACE),
         (&tables::NUMBER, K_NUMBER),
         (&tables::MARK, K_MARK),
@@ -89,7 +89,6 @@ static BMP_KIND: [u8; 0x8000] = {
         (&tables::UPPERCASE, K_UPPER),
         (&tables::TITLECASE, K_UPPER),
         (&tables::LOWERCASE, K_LOWER),
-        (&[], K_OTHER),
     ];
     let mut k = 0;
     while k < tables.len() {

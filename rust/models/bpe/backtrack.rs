@@ -1128,14 +1128,7 @@ mod tests {
             let k = 2 + (round % 3) as u8;
             let t = table(&mut rng, k);
             let lookup = |a: u32, b: u32| t.merges.get(&key(a, b)).copied();
-            let bt = Backtrack::build(
-                t.ids.iter().map(|(s, &id)| (s.as_str(), id)),
-                |c| t.ids.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
-                lookup,
-                t.merges
-                    .iter()
-                    .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
-            );
+            let bt = build_from(&t.ids, &t.merges);
             let Some(bt) = bt else {
                 continue;
             };
@@ -1157,11 +1150,19 @@ mod tests {
 
     /// A random table's encoder (None when the table does not qualify).
     fn built(t: &Table) -> Option<Backtrack> {
+        build_from(&t.ids, &t.merges)
+    }
+
+    /// The encoder of a vocabulary and its merges (`key(a, b)` → (rank, merged id)).
+    fn build_from<K: std::borrow::Borrow<str> + std::hash::Hash + Eq>(
+        ids: &AHashMap<K, u32>,
+        merges: &AHashMap<u64, (u32, u32)>,
+    ) -> Option<Backtrack> {
         Backtrack::build(
-            t.ids.iter().map(|(s, &id)| (s.as_str(), id)),
-            |c| t.ids.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
-            |a, b| t.merges.get(&key(a, b)).copied(),
-            t.merges
+            ids.iter().map(|(s, &id)| (s.borrow(), id)),
+            |c| ids.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
+            |a, b| merges.get(&key(a, b)).copied(),
+            merges
                 .iter()
                 .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
         )
@@ -1277,14 +1278,7 @@ mod tests {
             let k = 2 + (round % 3) as u8;
             let t = table(&mut rng, k);
             let lookup = |a: u32, b: u32| t.merges.get(&key(a, b)).copied();
-            let bt = Backtrack::build(
-                t.ids.iter().map(|(s, &id)| (s.as_str(), id)),
-                |c| t.ids.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
-                lookup,
-                t.merges
-                    .iter()
-                    .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
-            );
+            let bt = build_from(&t.ids, &t.merges);
             // The plain reference: (rank + 1, left id, right id) of each reachable token.
             let mut reach: AHashMap<u32, (u32, u32, u32)> = AHashMap::new();
             let mut ok = true;
@@ -1469,15 +1463,7 @@ mod tests {
             .into_iter()
             .collect();
         let merges: AHashMap<u64, (u32, u32)> = [(key(0, 1), (0, 3))].into_iter().collect();
-        let bt = Backtrack::build(
-            ids.iter().map(|(s, &id)| (*s, id)),
-            |c| ids.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
-            |a, b| merges.get(&key(a, b)).copied(),
-            merges
-                .iter()
-                .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
-        )
-        .unwrap();
+        let bt = build_from(&ids, &merges).unwrap();
         for t in &bt.toks {
             assert_eq!(t.rank == INF, t.len == 2, "{t:?}");
         }
@@ -1507,14 +1493,7 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let bt = Backtrack::build(
-            ids.iter().map(|(s, &id)| (*s, id)),
-            |c| ids.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
-            |a, b| merges.get(&key(a, b)).copied(),
-            merges
-                .iter()
-                .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
-        );
+        let bt = build_from(&ids, &merges);
         assert!(bt.is_none());
     }
 
@@ -1531,15 +1510,7 @@ mod tests {
             merges.insert(key(r, r), (r, r + 1));
             s = t;
         }
-        let bt = Backtrack::build(
-            ids.iter().map(|(s, &id)| (s.as_str(), id)),
-            |c| ids.get(c.encode_utf8(&mut [0; 4]) as &str).copied(),
-            |a, b| merges.get(&key(a, b)).copied(),
-            merges
-                .iter()
-                .map(|(&k, &(r, new))| ((k >> 32) as u32, k as u32, r, new)),
-        )
-        .unwrap();
+        let bt = build_from(&ids, &merges).unwrap();
         let text = "a".repeat(1_000_003);
         let mut got = Vec::new();
         let mut st = State::default();
