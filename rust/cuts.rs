@@ -7,8 +7,8 @@
 //!
 //! tokenizer.json pipelines (`Rule::visible`): the `\n` has a visible character on both
 //! sides (neither whitespace, nor a control, nor a format character that some Unicode
-//! version or regex engine counts as a space), and the character after it starts no `lstrip`
-//! added token.
+//! version or regex engine counts as a space; for the tiktoken-style splits only after it),
+//! and the character after it starts no `lstrip` added token.
 //! - added tokens: none contains whitespace or a control character, so no match spans the
 //!   cut, and matching after the cut does not depend on what precedes it except through
 //!   `lstrip` (which would take the `\n`; excluded by the rule) and `single_word` (a `\n`
@@ -21,12 +21,16 @@
 //!   grapheme always ends after `\n` (so a combining mark after it starts a grapheme in both
 //!   texts), the charsmap turns `\n` into whitespace (checked on load) and the pre-tokenizer
 //!   splits there, every word getting its own `▁`;
-//! - ByteLevel with the GPT-2 or cl100k regex and no prefix space: a match that contains
-//!   `\n` has only whitespace (GPT-2), or ends at its last newline (cl100k), so with a
-//!   visible character after the `\n` a match ends at the cut and the next one starts there;
-//!   neither regex looks behind. GPT-2's `\s+(?!\S)` looks ahead: it would take a
-//!   whitespace run before the `\n` whole at the end of a piece but not before the visible
-//!   character, hence the visible character before the `\n`.
+//! - ByteLevel without prefix space, per split (`WordSplit::newline_cut`): no pattern
+//!   looks behind, and a match holding a `\n` takes after it only white space, newlines or
+//!   (o200k, tekken: `[\r\n/]*` after punctuation) `/`. So before a visible character
+//!   other than `/`, the match of the `\n` ends at the cut in the whole text, and a piece's
+//!   end changes no match either: its last match is the one that ends with the `\n`
+//!   (`\s*[\r\n]`, which cl100k's `\s++\z` then equals). The character before the `\n`
+//!   may be anything (`Rule::visible_after`) for cl100k, Llama 3, o200k and tekken. GPT-2's
+//!   `\s+(?!\S)` looks ahead: it would take a whitespace run before the `\n` whole at the
+//!   end of a piece but not before the visible character, hence the visible character
+//!   before the `\n` too.
 //!
 //! SentencePiece BPE `.model`s (`Rule::any`: every `\n` but a last one), allowed when the
 //! normalizer is the identity (no charsmap, no `remove_extra_whitespaces`, no whitespace as
@@ -67,9 +71,12 @@ impl Plan<'_> {
 /// Which `\n`s a text may be cut after (see the module doc for why each is exact).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Rule {
-    /// Only a `\n` with a visible character (`visible`) on both sides.
-    pub(crate) visible_around: bool,
-    /// Characters that may not follow the cut (the first characters of `lstrip` tokens).
+    /// Only a `\n` with a visible character (`visible`) before it.
+    pub(crate) visible_before: bool,
+    /// Only a `\n` with a visible character after it.
+    pub(crate) visible_after: bool,
+    /// Characters that may not follow the cut (the first characters of `lstrip` tokens, a
+    /// character the split's match of the `\n` would take).
     pub(crate) not_after: Vec<char>,
 }
 
@@ -77,7 +84,17 @@ impl Rule {
     /// After a `\n` between two visible characters, unless the second is in `not_after`.
     pub(crate) fn visible(not_after: Vec<char>) -> Rule {
         Rule {
-            visible_around: true,
+            visible_before: true,
+            visible_after: true,
+            not_after,
+        }
+    }
+
+    /// After a `\n` before a visible character, unless it is in `not_after`.
+    pub(crate) fn visible_after(not_after: Vec<char>) -> Rule {
+        Rule {
+            visible_before: false,
+            visible_after: true,
             not_after,
         }
     }
@@ -87,14 +104,21 @@ impl Rule {
         Rule::default()
     }
 
+    /// The same rule that also keeps `more` from following a cut.
+    pub(crate) fn and_not_after(mut self, more: &[char]) -> Rule {
+        self.not_after.extend_from_slice(more);
+        self.not_after.sort_unstable();
+        self.not_after.dedup();
+        self
+    }
+
     fn allows(&self, before: Option<char>, after: Option<char>) -> bool {
         let Some(after) = after else {
             return false;
         };
-        if self.not_after.contains(&after) {
-            return false;
-        }
-        !self.visible_around || (before.is_some_and(visible) && visible(after))
+        !self.not_after.contains(&after)
+            && (!self.visible_after || visible(after))
+            && (!self.visible_before || before.is_some_and(visible))
     }
 }
 
@@ -414,5 +438,101 @@ mod tests {
         assert!(order
             .windows(2)
             .all(|w| p.pieces[w[0]].text.len() >= p.pieces[w[1]].text.len()));
+    }
+
+    /// Every byte-level split's cut rule (`WordSplit::newline_cut`) keeps its words: on
+    /// random texts rich in the characters the patterns treat apart around a `\n` (`\r`,
+    /// spaces, tabs, `/`, punctuation, letters of several scripts, marks, digits), the words
+    /// of the whole text are the words of the pieces at every allowed cut, one after the
+    /// other, for the hand-written scanner and for Oniguruma on the translated pattern. Each
+    /// looser rule (no `/` exclusion, white space after the `\n`, for GPT-2 white space
+    /// before it) is caught on these texts.
+    #[test]
+    fn newline_cuts_keep_the_words_of_every_byte_level_split() {
+        use crate::byte_level::split_check::{regex_matches, scanner_matches};
+        use crate::byte_level::{cl100k, o200k};
+        use crate::fast::WordSplit;
+        type Words<'a> = &'a dyn Fn(&str) -> Vec<(usize, usize)>;
+        const GPT2: &str =
+            r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+        let no_slash = Rule::visible_after(Vec::new());
+        let splits = [
+            (WordSplit::Gpt2, GPT2, vec![Rule::visible_after(Vec::new())]),
+            (WordSplit::Cl100k, cl100k::ONIG_PATTERN, vec![Rule::any()]),
+            (WordSplit::Llama3, cl100k::LLAMA3_PATTERN, vec![Rule::any()]),
+            (
+                WordSplit::O200k,
+                o200k::O200K_PATTERN,
+                vec![Rule::any(), no_slash.clone()],
+            ),
+            (
+                WordSplit::Tekken,
+                o200k::TEKKEN_PATTERN,
+                vec![Rule::any(), no_slash],
+            ),
+        ];
+        // Newlines, `\r` and `/` weighted up: most cut candidates meet one of them.
+        let alphabet: Vec<char> = concat!(
+            "\n\n\n\n\n\n\r\r\r//// \t\t",
+            "aZsStTlLdé\u{17F}д\u{3a3}中\u{e01}\u{301}\u{93f}'''",
+            "19\u{663}\u{b2}.,!-()\u{ab}\u{1F600}\u{a0}\u{3000}\u{85}\u{b}\u{2028}\u{200b}",
+        )
+        .chars()
+        .collect();
+        // The words of `text` cut at `starts`, each piece split on its own.
+        let joined = |text: &str, starts: &[usize], words: Words<'_>| {
+            let mut out = Vec::new();
+            let mut from = 0;
+            for &c in starts.iter().chain(std::iter::once(&text.len())) {
+                let piece = words(&text[from..c]);
+                out.extend(piece.into_iter().map(|(a, b)| (a + from, b + from)));
+                from = c;
+            }
+            out
+        };
+        for (k, (split, pattern, looser)) in splits.into_iter().enumerate() {
+            let rule = split.newline_cut().expect("byte-level splits cut");
+            let re = match crate::text::SysRegex::new(pattern) {
+                Ok(re) => re,
+                Err(e) => panic!("{split:?}: {e}"),
+            };
+            let scan = split
+                .match_end()
+                .expect("byte-level splits are regex splits");
+            let by_scanner = |t: &str| scanner_matches(t, scan);
+            let by_regex = |t: &str| regex_matches(&re, t);
+            let mut next = crate::test_rng(0x5851_F42D_4C95_7F2D ^ k as u64);
+            let (mut cuts, mut caught) = (0, vec![0; looser.len()]);
+            let mut starts = Vec::new();
+            for _ in 0..20_000 {
+                let len = (next() % 40) as usize;
+                let text: String = (0..len)
+                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                    .collect();
+                let whole = by_regex(&text);
+                assert_eq!(by_scanner(&text), whole, "{split:?}: {text:?}");
+                starts.clear();
+                cut_points(&text, 1, &rule, &mut starts);
+                cuts += starts.len();
+                for words in [&by_scanner as Words<'_>, &by_regex] {
+                    assert_eq!(
+                        joined(&text, &starts, words),
+                        whole,
+                        "{split:?}: {text:?} cut at {starts:?}"
+                    );
+                }
+                for (r, n) in looser.iter().zip(&mut caught) {
+                    starts.clear();
+                    cut_points(&text, 1, r, &mut starts);
+                    if joined(&text, &starts, &by_regex) != whole {
+                        *n += 1;
+                    }
+                }
+            }
+            assert!(cuts > 10_000, "{split:?}: only {cuts} cuts");
+            for (r, n) in looser.iter().zip(caught) {
+                assert!(n > 50, "{split:?}: the looser {r:?} went unnoticed ({n})");
+            }
+        }
     }
 }

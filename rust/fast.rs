@@ -67,6 +67,27 @@ impl WordSplit {
             WordSplit::Tekken => Some(o200k::match_end_fast::<false, 1>),
         }
     }
+
+    /// Which `\n`s a piece may be cut after with its words unchanged (`crate::cuts`): the
+    /// words of the whole piece are those of the parts, one after the other. `None` for
+    /// `Whole` (the piece is one word).
+    ///
+    /// No pattern looks behind, and none puts `\n` in a match with what follows but white
+    /// space, `\r`/`\n` or (o200k, tekken: `[\r\n/]*` after punctuation) `/`. So with a
+    /// visible character other than `/` after the `\n`, the match that holds the `\n` ends
+    /// at the cut: punctuation's newline run stops there, and `\s*[\r\n]` (`+`) takes the
+    /// white space up to its last newline, as a part's `\s++\z` (cl100k) does at its end.
+    /// GPT-2's `\s+(?!\S)` sees the end of a part as not `\S` and would take white space
+    /// before the `\n` whole with it: there the character before must be visible too.
+    pub(crate) fn newline_cut(self) -> Option<crate::cuts::Rule> {
+        use crate::cuts::Rule;
+        match self {
+            WordSplit::Whole => None,
+            WordSplit::Gpt2 => Some(Rule::visible(Vec::new())),
+            WordSplit::Cl100k | WordSplit::Llama3 => Some(Rule::visible_after(Vec::new())),
+            WordSplit::O200k | WordSplit::Tekken => Some(Rule::visible_after(vec!['/'])),
+        }
+    }
 }
 
 /// When the `Meta` path prepends `▁` to a piece.

@@ -57,39 +57,40 @@ pub(crate) struct Core {
 }
 
 /// The newline cuts (`crate::cuts`) that are exact for this pipeline, if any (the argument
-/// is there): BERT, T5-style Unigram and ByteLevel without a prefix space, through their
-/// fast paths.
+/// is there): BERT, T5-style Unigram and ByteLevel without a prefix space (each split's own
+/// rule, `WordSplit::newline_cut`), through their fast paths.
 fn newline_cuts_exact(
     fast: Option<FastPath>,
     normalizer: Option<&dyn Normalizer>,
     added: &AddedVocabulary,
 ) -> Option<crate::cuts::Rule> {
-    use crate::fast::WordSplit;
+    use crate::cuts::Rule;
     // As `Core::fast`: normalized added tokens after a normalizer leave the fast paths.
     if normalizer.is_some() && added.has_normalized_tokens() {
         return None;
     }
-    let shape = match fast {
-        Some(FastPath::Bert(_)) => true,
+    let rule = match fast {
+        Some(FastPath::Bert(_)) => Rule::visible(Vec::new()),
         Some(FastPath::ByteLevel {
             add_prefix_space: false,
-            split: WordSplit::Gpt2 | WordSplit::Cl100k,
-        }) => true,
+            split,
+        }) => split.newline_cut()?,
         // The charsmap decides what `\n` becomes: whitespace keeps the split at it.
-        Some(FastPath::WhitespaceMeta) => normalizer.is_some_and(|n| {
+        Some(FastPath::WhitespaceMeta) => {
             let mut nl = crate::text::NormalizedString::from("\n");
-            n.normalize(&mut nl).is_ok()
-                && !nl.get().is_empty()
-                && nl.get().chars().all(char::is_whitespace)
-        }),
-        _ => false,
+            let white = normalizer.is_some_and(|n| {
+                n.normalize(&mut nl).is_ok()
+                    && !nl.get().is_empty()
+                    && nl.get().chars().all(char::is_whitespace)
+            });
+            if !white {
+                return None;
+            }
+            Rule::visible(Vec::new())
+        }
+        _ => return None,
     };
-    if !shape {
-        return None;
-    }
-    added
-        .newline_cut_exclusions()
-        .map(crate::cuts::Rule::visible)
+    Some(rule.and_not_after(&added.newline_cut_exclusions()?))
 }
 
 /// Bytes of text in one batch input, to decide whether the batch is worth the pool.
@@ -1931,7 +1932,7 @@ mod tests {
                 panic!("expected a tokenizer.json backend");
             };
             let rule = c.cuts_at_newlines.clone().expect("cuts allowed");
-            assert!(rule.visible_around, "{name}");
+            assert!(rule.visible_before && rule.visible_after, "{name}");
             assert_eq!(
                 rule.not_after.contains(&'<'),
                 name == "roberta-base",
@@ -1951,6 +1952,103 @@ mod tests {
                 }));
                 assert!(wrong.is_err(), "{name}: a looser rule went unnoticed");
             }
+        }
+    }
+
+    /// The byte-level tiktoken splits (cl100k's, Llama 3's, o200k's, tekken's patterns over
+    /// cl100k_base's ranks, special tokens in the text) are cut after a `\n` before a visible
+    /// character (o200k, tekken: but `/`), and their ids stay the whole documents'; a looser
+    /// rule changes them. Needs ../shared/data; skipped without.
+    #[test]
+    fn newline_cuts_of_tiktoken_splits_give_the_whole_documents_ids() {
+        use crate::fast::WordSplit;
+        let dir = crate::test_data_dir();
+        let Ok(ranks) = std::fs::read(format!("{dir}/cl100k-tiktoken/cl100k_base.tiktoken")) else {
+            eprintln!("skipped: cl100k-tiktoken not found under {dir}");
+            return;
+        };
+        // Line starts and ends the splits treat apart around a `\n`: `/` (o200k and tekken
+        // take it after punctuation and newlines), punctuation (its match takes the newlines
+        // after it), white space, `\r`, digits, contractions, marks, special tokens.
+        let leads = [
+            "",
+            "",
+            "/",
+            "//x",
+            "/\n",
+            " /",
+            ".",
+            "./",
+            "-\n",
+            "\r",
+            "\t",
+            " ",
+            "  ",
+            "\n\n",
+            "42",
+            "'s",
+            "'LL",
+            "é",
+            "中",
+            "\u{301}a",
+            "\u{1F600}",
+            "\u{3000}",
+            "\u{a0}x",
+            "<|endoftext|>",
+            "x<|endoftext|>\n",
+        ];
+        let Some(mut docs) = cut_test_docs(&dir, &leads) else {
+            eprintln!("skipped: corpora/big.txt not found under {dir}");
+            return;
+        };
+        // Lines ended by punctuation before the next line's lead.
+        for d in docs.iter_mut().take(2) {
+            *d = d.replace(" \n", ".\n").replace("\t\n", "!)\n");
+        }
+        let refs: Vec<&str> = docs.iter().map(String::as_str).collect();
+        let specials = [("<|endoftext|>".to_string(), 100_257u32)];
+        let cl100k = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
+        for (split, pattern, looser) in [
+            (WordSplit::Cl100k, cl100k, crate::cuts::Rule::any()),
+            (
+                WordSplit::Llama3,
+                crate::byte_level::cl100k::LLAMA3_PATTERN,
+                crate::cuts::Rule::any(),
+            ),
+            (
+                WordSplit::O200k,
+                crate::byte_level::o200k::O200K_PATTERN,
+                crate::cuts::Rule::visible_after(Vec::new()),
+            ),
+            (
+                WordSplit::Tekken,
+                crate::byte_level::o200k::TEKKEN_PATTERN,
+                crate::cuts::Rule::visible_after(Vec::new()),
+            ),
+        ] {
+            let name = format!("{split:?}");
+            let tok = Tokenizer::from_tiktoken(&ranks, pattern, &specials).unwrap();
+            let Backend::Json(c) = &*tok.core else {
+                panic!("expected a tokenizer.json backend");
+            };
+            assert_eq!(
+                c.fast,
+                Some(FastPath::ByteLevel {
+                    add_prefix_space: false,
+                    split
+                }),
+                "{name}"
+            );
+            let rule = c.cuts_at_newlines.clone().expect("cuts allowed");
+            assert_eq!(Some(&rule), split.newline_cut().as_ref(), "{name}");
+            assert_plans_exact(&name, &tok, &refs, &rule);
+            let wrong = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                assert_plans_exact(&name, &tok, &refs, &looser);
+            }));
+            assert!(
+                wrong.is_err(),
+                "{name}: the looser {looser:?} went unnoticed"
+            );
         }
     }
 
