@@ -275,3 +275,192 @@ def test_trained_bpe_models_cut_exactly(seed: int) -> None:
     assert ours.encode(docs, add_bos=True, add_eos=True) == ref.encode(
         docs, add_bos=True, add_eos=True
     ), cfg
+
+
+# ------------------------------------------------- byte-level tiktoken-style splits
+# cl100k_base, Llama 3, o200k_base and tekken are cut after a newline before a visible
+# character, o200k and tekken not before `/` (their `[\r\n/]*` after punctuation takes it).
+# Lines start and end with what those patterns treat apart around a newline: `/`,
+# punctuation (its match takes the newlines after it), white space, `\r`, digits,
+# contractions, marks, special tokens.
+TIKTOKEN_LEADS = LEADS + ["/", "//x", "/\n", " /", ".", "./", "-\n", "  ", "\r\n", "'s", "'LL"]
+TIKTOKEN_LEADS += ["1234", "\u3000", "\u00a0x", "\u0301", "\U0001f600/"]
+TIKTOKEN_ENDS = ["\n", "\n", "\r\n", "\n\n", " \n", ".\n", "/\n", "!)\n", "\t\n", "\n ", ":\r\n"]
+_LLAMA3_PAT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_TEKKEN_PAT = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+    r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+# What a newline is followed by where a cut must not go (a looser rule would cut there): a
+# document with many of them after punctuation makes the cut planner meet them often.
+RISKY_LEADS = ["/", "//x", "/\n", "\n", "\r\n", "\n/", " \n", "\t\n"]
+RISKY_ENDS = [".\n", "/\n", "!)\n", ":\r\n", "-\n", "\n"]
+
+
+def _tiktoken_docs(seed: int, specials: list[str], n: int = 3) -> list[str]:
+    """`n` documents of 60-120 KB: the first of lines mostly ended by punctuation and led by
+    what must not follow a cut, the others of lines with any tricky lead and end."""
+    rng = random.Random(seed)
+    lines = _lines()
+    leads = TIKTOKEN_LEADS + specials
+    docs = []
+    for k in range(n):
+        parts: list[str] = []
+        size, goal = 0, rng.randint(60_000, 120_000)
+        while size < goal:
+            if k == 0:
+                lead = rng.choice(RISKY_LEADS if rng.random() < 0.7 else leads)
+                end = rng.choice(RISKY_ENDS)
+            else:
+                lead, end = rng.choice(leads), rng.choice(TIKTOKEN_ENDS)
+            line = lead + rng.choice(lines) + end
+            parts.append(line)
+            size += len(line.encode())
+        docs.append("".join(parts))
+    return docs + ["a short text\n/x", ""]
+
+
+def _assert_cut(ours: piecework.Tokenizer, docs: list[str]) -> None:
+    """The long documents are really cut (a test of the cuts, not of whole texts)."""
+    pieces = ours._batch_pieces(docs)
+    assert all(p > 1 for p, d in zip(pieces, docs) if len(d) > 50_000), pieces
+
+
+def _ranks(path) -> dict[bytes, int]:
+    import base64
+
+    ranks = {}
+    for line in path.read_bytes().splitlines():
+        if line.strip():
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def _check_tiktoken(ours: piecework.Tokenizer, theirs, docs: list[str]) -> None:
+    _assert_cut(ours, docs)
+    want = [theirs.encode(d, allowed_special="all") for d in docs]
+    for special in (True, False):
+        assert ours.encode_batch_ids(docs, add_special_tokens=special) == want
+        assert ours.encode_batch_flat(docs, add_special_tokens=special).to_list() == want
+
+
+_TIKTOKEN: dict[str, tuple] = {}
+
+
+def _tiktoken_pair(path, name: str, pattern: str | None = None):
+    """(piecework, tiktoken) over the ranks at `path`: the published encoding `name`, or its
+    special tokens with another `pattern` (through `from_tiktoken`)."""
+    tiktoken = pytest.importorskip("tiktoken")
+    from piecework import _tiktoken
+
+    key = f"{path}:{name}:{pattern}"
+    if key not in _TIKTOKEN:
+        _, published, specials = _tiktoken.ENCODINGS[name]
+        if pattern is None:
+            ours = piecework.Tokenizer.from_file(path)
+        else:
+            ours = piecework.Tokenizer.from_tiktoken(path.read_bytes(), pattern, specials)
+        theirs = tiktoken.Encoding(
+            name=f"{name}-offline",
+            pat_str=pattern or published,
+            mergeable_ranks=_ranks(path),
+            special_tokens=specials,
+        )
+        _TIKTOKEN[key] = (ours, theirs)
+    return _TIKTOKEN[key]
+
+
+@pytest.mark.parametrize("pattern", ["cl100k_base", "llama3", "o200k", "tekken"])
+def test_tiktoken_splits_long_documents_match_tiktoken(pattern: str) -> None:
+    """cl100k_base as published (from_file), and cl100k's ranks with Llama 3's, o200k's and
+    tekken's patterns: every hand-written split against tiktoken running its pattern."""
+    path = data_path("cl100k-tiktoken", "cl100k_base.tiktoken")
+    from piecework import _tiktoken
+
+    other = {"llama3": _LLAMA3_PAT, "o200k": _tiktoken.ENCODINGS["o200k_base"][1]}
+    other["tekken"] = _TEKKEN_PAT
+    ours, theirs = _tiktoken_pair(path, "cl100k_base", other.get(pattern))
+    _check_tiktoken(ours, theirs, _tiktoken_docs(len(pattern), ["<|endoftext|>"]))
+
+
+def test_o200k_long_documents_match_tiktoken() -> None:
+    """o200k_base itself, when `PIECEWORK_O200K` names the file (or the shared data has it)."""
+    import os
+    from pathlib import Path
+
+    env = os.environ.get("PIECEWORK_O200K")
+    path = Path(env) if env else DATA_DIR / "o200k-tiktoken" / "o200k_base.tiktoken"
+    if not path.exists():
+        pytest.skip(f"o200k_base.tiktoken not found: {path} (set PIECEWORK_O200K)")
+    ours, theirs = _tiktoken_pair(path, "o200k_base")
+    for seed in range(2):
+        _check_tiktoken(ours, theirs, _tiktoken_docs(100 + seed, ["<|endoftext|>"]))
+
+
+def _tekken_files():
+    try:
+        import mistral_common
+    except ImportError:
+        return []
+    from pathlib import Path
+
+    return sorted((Path(mistral_common.__file__).parent / "data").glob("tekken*.json"))
+
+
+@pytest.mark.parametrize("path", _tekken_files(), ids=lambda p: p.name)
+def test_tekken_long_documents_match_mistral_common(path) -> None:
+    tekken = pytest.importorskip("mistral_common.tokens.tokenizers.tekken")
+    ours = piecework.Tokenizer.from_file(path)
+    theirs = tekken.Tekkenizer.from_file(path)
+    # Control tokens are never read from the text: `<s>` at a line start is text.
+    docs = _tiktoken_docs(len(path.name), ["<s>", "[INST]"])
+    _assert_cut(ours, docs)
+    plain = [theirs.encode(d, bos=False, eos=False) for d in docs]
+    with_bos = [[theirs.bos_id] + p for p in plain]
+    for special, want in ((False, plain), (True, with_bos)):
+        assert ours.encode_batch_ids(docs, add_special_tokens=special) == want
+        assert ours.encode_batch_flat(docs, add_special_tokens=special).to_list() == want
+    assert ours.count_tokens(docs, add_special_tokens=False) == [len(p) for p in plain]
+
+
+def test_tekken_files_are_found() -> None:
+    # Guards the parametrisation above against testing nothing.
+    pytest.importorskip("mistral_common")
+    assert len(_tekken_files()) >= 2
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    st.lists(corner_text, min_size=1, max_size=20),
+    st.lists(corner_char | st.sampled_from(["/", "/\n", ".", "-", "'s", "\r"]), min_size=1),
+    st.integers(0, 2**32),
+)
+def test_tiktoken_splits_generated_documents_match_tiktoken(
+    lines: list[str], starts: list[str], seed: int
+) -> None:
+    """Lines of Unicode corners, each newline followed by a corner character or one the
+    patterns treat apart (`/`, punctuation, `\\r`): cuts before every kind of character,
+    refused before white space and `/`."""
+    if not (DATA_DIR / "cl100k-tiktoken").is_dir():
+        pytest.skip(f"shared test data not found at {DATA_DIR}")
+    from piecework import _tiktoken
+
+    rng = random.Random(seed)
+    pool = [ln + rng.choice(["", "a", ".", "/", " ", "\u0301", "\U0001f600"]) for ln in lines]
+    docs = []
+    for _ in range(2):
+        body = [rng.choice(pool) + "\n" + rng.choice(starts) for _ in range(40_000 // 12)]
+        docs.append("".join(body))
+    path = data_path("cl100k-tiktoken", "cl100k_base.tiktoken")
+    for pattern in (None, _TEKKEN_PAT, _tiktoken.ENCODINGS["o200k_base"][1], _LLAMA3_PAT):
+        ours, theirs = _tiktoken_pair(path, "cl100k_base", pattern)
+        want = [theirs.encode(d, allowed_special="all") for d in docs]
+        assert ours.encode_batch_ids(docs) == want, pattern
+        assert ours.encode_batch_flat(docs).to_list() == want, pattern

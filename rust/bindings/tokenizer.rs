@@ -514,6 +514,17 @@ impl PyTokenizer {
         )
     }
 
+    /// How many pieces the batch calls cut each text into (`crate::cuts`; 1: whole) with the
+    /// current number of threads: for tests and measurements.
+    fn _batch_pieces(&self, texts: super::batch::BatchTexts<'_>) -> PyResult<Vec<usize>> {
+        let tok = self.snapshot()?;
+        let refs = texts.strs();
+        Ok(match tok.batch_plan(&refs) {
+            Some(plan) => plan.piece_counts().collect(),
+            None => vec![1; refs.len()],
+        })
+    }
+
     /// The ids of many texts as one flat buffer plus row splits (zero-copy to numpy / Arrow).
     #[pyo3(signature = (texts, add_special_tokens = true))]
     fn encode_batch_flat(
