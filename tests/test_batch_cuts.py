@@ -2,8 +2,9 @@
 their pieces run on every thread. The ids must still be the oracle's for the whole documents:
 special tokens and truncation once per document, nothing changed at a cut (added tokens at a
 line start, CRLF, digits, runs of newlines, any Unicode around them). tokenizer.json pipelines
-are cut between two visible characters, SentencePiece BPE `.model`s (identity normalizer)
-after any newline."""
+are cut between two visible characters (the tiktoken-style splits of `.tiktoken` and
+`tekken.json` files: before a visible character, o200k and tekken not before `/`),
+SentencePiece BPE `.model`s (identity normalizer) after any newline."""
 
 from __future__ import annotations
 
