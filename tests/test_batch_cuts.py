@@ -465,3 +465,23 @@ def test_tiktoken_splits_generated_documents_match_tiktoken(
         want = [theirs.encode(d, allowed_special="all") for d in docs]
         assert ours.encode_batch_ids(docs) == want, pattern
         assert ours.encode_batch_flat(docs).to_list() == want, pattern
+
+
+@pytest.mark.parametrize("pattern", ["cl100k_base", "llama3", "o200k"])
+def test_tiktoken_splits_saved_as_tokenizer_json_match_tokenizers(pattern: str) -> None:
+    """The same splits in a tokenizer.json (as HF's converted Llama 3 / o200k files hold
+    them: Split + ByteLevel), read back by piecework and by tokenizers."""
+    path = data_path("cl100k-tiktoken", "cl100k_base.tiktoken")
+    from piecework import _tiktoken
+
+    other = {"llama3": _LLAMA3_PAT, "o200k": _tiktoken.ENCODINGS["o200k_base"][1]}
+    ours, theirs = _tiktoken_pair(path, "cl100k_base", other.get(pattern))
+    saved = ours.to_str()
+    again = piecework.Tokenizer.from_str(saved)
+    hf = tokenizers.Tokenizer.from_str(saved)
+    docs = _tiktoken_docs(len(pattern) + 50, ["<|endoftext|>"], n=2)
+    _assert_cut(again, docs)
+    want = [theirs.encode(d, allowed_special="all") for d in docs]
+    assert [e.ids for e in hf.encode_batch(docs)] == want
+    assert again.encode_batch_ids(docs) == want
+    assert again.encode_batch_flat(docs).to_list() == want
