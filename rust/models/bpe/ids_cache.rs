@@ -487,6 +487,142 @@ impl Singles {
     }
 }
 
+/// ASCII byte-level words of 2..=MAX_WORD bytes whose merge gives one token, for models without
+/// `ignore_merges` (where `Singles` does not apply: a token's bytes need not merge back into
+/// it), shared read-only by every thread. A word new to the thread's cache that is one token
+/// (about half of English prose's new words) then costs two loads instead of a merge, whose
+/// chain of dependent pair lookups in a table larger than L2 is most of a new word's time.
+/// Small so that it stays cached: a bucket of 16 four-byte slots per cache line, each
+/// `id << 16 | len << 11 | check` (11 bits of the hash below the bucket's), and the words'
+/// keys by id in `lo` (and `hi` for words over 8 bytes), which a candidate is verified
+/// against, so an answer is exact. A slot whose `len` bits are 0 is empty (no word is).
+pub struct OneTokens {
+    /// A bit per hash value (19 bits of the hash below the check's), set for the table's
+    /// words: 64 KB that stay in L2, so most words the table lacks skip the bucket's load.
+    filter: Box<[u64]>,
+    buckets: Box<[Bucket]>,
+    shift: u32,
+    lo: Box<[u64]>,
+    hi: Box<[u64]>,
+}
+
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Bucket([u32; 16]);
+
+/// Buckets of `OneTokens`: 8K lines, 512 KB, 128K slots (GPT-2 has ~50K such words, so a
+/// bucket holds ~6 on average and a full one, whose extra words are left out, is rare).
+const ONE_BUCKET_BITS: u32 = 13;
+
+/// Whether a key's bytes are all ASCII. `OneTokens` holds only such words: most new words
+/// of other scripts are several tokens (about 90 % of a multilingual text's), and a probe
+/// that finds nothing costs them a cache miss.
+#[inline(always)]
+fn ascii(k0: u64, k1: u64) -> bool {
+    (k0 | k1) & 0x8080_8080_8080_8080 == 0
+}
+
+/// Bits of `OneTokens::filter`'s index.
+const FILTER_BITS: u32 = 19;
+
+/// `OneTokens::filter`'s bit of a hash: the 19 bits below the bucket's and the check's.
+#[inline(always)]
+fn filter_bit(h: u64) -> usize {
+    (h >> (64 - ONE_BUCKET_BITS - 11 - FILTER_BITS)) as usize & ((1 << FILTER_BITS) - 1)
+}
+
+/// The hash of a key and length, whose top bits pick the bucket and the next 11 the check.
+#[inline(always)]
+fn one_hash(k0: u64, k1: u64, len: usize) -> u64 {
+    (k0 ^ k1.rotate_left(29) ^ (len as u64).wrapping_mul(0x9E37_79B9))
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+impl OneTokens {
+    /// The table of `words` (word, id): each word of 2..=MAX_WORD bytes whose id is below
+    /// 2^16 goes in, unless its bucket is full (others are left out; a left-out word merges).
+    pub fn new(words: impl Iterator<Item = ([u8; MAX_WORD], usize, u32)>) -> OneTokens {
+        let mut t = OneTokens {
+            filter: vec![0; 1 << (FILTER_BITS - 6)].into_boxed_slice(),
+            buckets: vec![Bucket([0; 16]); 1 << ONE_BUCKET_BITS].into_boxed_slice(),
+            shift: 64 - ONE_BUCKET_BITS,
+            lo: Box::new([]),
+            hi: Box::new([]),
+        };
+        let (mut lo, mut hi) = (Vec::new(), Vec::new());
+        for (w, len, id) in words {
+            let Some(w) = w.get(..len) else {
+                continue;
+            };
+            if !(2..=MAX_WORD).contains(&len) || id >= 1 << 16 {
+                continue;
+            }
+            let (k0, k1) = key(w);
+            if !ascii(k0, k1) {
+                continue;
+            }
+            let h = one_hash(k0, k1, len);
+            let Some(b) = t.buckets.get_mut((h >> t.shift) as usize) else {
+                continue;
+            };
+            let Some(slot) = b.0.iter_mut().find(|s| **s & 0xffff == 0) else {
+                continue;
+            };
+            let i = id as usize;
+            if lo.len() <= i {
+                lo.resize(i + 1, 0);
+                hi.resize(i + 1, 0);
+            }
+            // Ids are distinct (one word per token), so no entry is overwritten.
+            lo[i] = k0;
+            hi[i] = k1;
+            *slot = id << 16 | (len as u32) << 11 | ((h >> (t.shift - 11)) as u32 & 0x7ff);
+            let f = filter_bit(h);
+            if let Some(w) = t.filter.get_mut(f >> 6) {
+                *w |= 1 << (f & 63);
+            }
+        }
+        t.lo = lo.into_boxed_slice();
+        t.hi = hi.into_boxed_slice();
+        t
+    }
+
+    /// The token of `word`, when it is one of the table's words.
+    #[inline]
+    pub fn get(&self, word: &[u8]) -> Option<u32> {
+        let len = word.len();
+        if !(2..=MAX_WORD).contains(&len) {
+            return None;
+        }
+        let (k0, k1) = key(word);
+        if !ascii(k0, k1) {
+            return None;
+        }
+        let h = one_hash(k0, k1, len);
+        let f = filter_bit(h);
+        if self.filter.get(f >> 6)? >> (f & 63) & 1 == 0 {
+            return None;
+        }
+        let b = self.buckets.get((h >> self.shift) as usize)?;
+        let want = (len as u32) << 11 | ((h >> (self.shift - 11)) as u32 & 0x7ff);
+        // The matching slots as a mask (compares without a branch per slot).
+        let mut m = 0u32;
+        for (j, &s) in b.0.iter().enumerate() {
+            m |= u32::from(s & 0xffff == want) << j;
+        }
+        while m != 0 {
+            let s = b.0.get(m.trailing_zeros() as usize).copied().unwrap_or(0);
+            m &= m - 1;
+            let id = s >> 16;
+            let i = id as usize;
+            if self.lo.get(i) == Some(&k0) && (len <= 8 || self.hi.get(i) == Some(&k1)) {
+                return Some(id);
+            }
+        }
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -662,6 +798,54 @@ mod tests {
         assert_eq!(t.get(b""), None);
         assert_eq!(t.get(&[b'a'; MAX_WORD + 1]), None);
         assert_eq!(Singles::new(0, std::iter::empty()).get(b"a"), None);
+    }
+
+    /// `OneTokens` finds exactly its words: ASCII words over a small alphabet up to 5 bytes
+    /// and random longer ones (many share the first 8 bytes, or differ by trailing NULs), two
+    /// thirds of them in the table; non-ASCII words and words out of its length range never.
+    #[test]
+    fn one_tokens_find_exactly_their_words() {
+        let mut all = small_words();
+        let mut next = crate::test_rng(0x0DE7_0CE5_0000_0001);
+        for _ in 0..20_000 {
+            let len = 6 + (next() % 11) as usize;
+            all.push((0..len).map(|_| b"ab\0z"[(next() % 4) as usize]).collect());
+        }
+        // Words that share their first 8 bytes: some share a bucket and check bits too, so
+        // only the second key word tells them apart.
+        for _ in 0..50_000 {
+            let mut w = b"prefix__".to_vec();
+            let n = 1 + (next() % 8) as usize;
+            w.extend((0..n).map(|_| b'a' + (next() % 26) as u8));
+            all.push(w);
+        }
+        all.sort();
+        all.dedup();
+        let kept: Vec<([u8; MAX_WORD], usize, u32)> = all
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 3 != 0)
+            .map(|(i, w)| {
+                let mut b = [0; MAX_WORD];
+                b[..w.len()].copy_from_slice(w);
+                (b, w.len(), i as u32)
+            })
+            .collect();
+        let t = OneTokens::new(kept.iter().copied());
+        let mut found = 0;
+        for (i, w) in all.iter().enumerate() {
+            let got = t.get(w);
+            if i % 3 == 0 || w.len() < 2 {
+                assert_eq!(got, None, "{w:?}");
+            } else {
+                // A word of a full bucket may be left out, never given another's id.
+                assert!(got.is_none_or(|id| id == i as u32), "{w:?}");
+                found += usize::from(got.is_some());
+            }
+        }
+        assert!(found * 100 > kept.len() * 99, "{found} of {}", kept.len());
+        assert_eq!(t.get(b"\xc3\xa9t\xc3\xa9"), None);
+        assert_eq!(t.get(&[b'a'; MAX_WORD + 1]), None);
     }
 
     /// A corpus larger than the table: a word hit often survives a stream of one-off words
