@@ -209,8 +209,6 @@ pub struct Bpe {
     backtrack: backtrack::Lazy,
     /// Byte-level words that are one token, built on first use (see `single_words`).
     singles: LazySingles,
-    /// Byte-level words that merge into one token, built on first use (see `one_tokens`).
-    one_tokens: LazyTable<Option<ids_cache::OneTokens>>,
     /// Character → id of the one-character tokens, built on first use (see `char_ids`).
     char_ids: OnceLock<Option<chars::CharIds>>,
 }
@@ -476,24 +474,17 @@ const ARRAY_WORD: usize = 24;
 /// `Bpe::singles`, built on first use. Never blocks: while one thread builds, the others go
 /// without it; `set` runs only under the `try_lock`, so a process forked in the middle of it
 /// finds the lock taken and goes without the table.
-struct LazyTable<T> {
-    cell: OnceLock<T>,
+#[derive(Default)]
+struct LazySingles {
+    cell: OnceLock<ids_cache::Singles>,
     building: Mutex<()>,
 }
 
-impl<T> Default for LazyTable<T> {
-    fn default() -> Self {
-        LazyTable {
-            cell: OnceLock::new(),
-            building: Mutex::new(()),
-        }
-    }
-}
-
-type LazySingles = LazyTable<ids_cache::Singles>;
-
-impl<T> LazyTable<T> {
-    fn get_or_build(&self, build: impl FnOnce() -> T) -> Option<&T> {
+impl LazySingles {
+    fn get_or_build(
+        &self,
+        build: impl FnOnce() -> ids_cache::Singles,
+    ) -> Option<&ids_cache::Singles> {
         if let Some(t) = self.cell.get() {
             return Some(t);
         }
@@ -1156,7 +1147,6 @@ impl Bpe {
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             backtrack: backtrack::Lazy::default(),
             singles: LazySingles::default(),
-            one_tokens: LazyTable::default(),
             char_ids: OnceLock::new(),
         }
     }
@@ -1169,7 +1159,6 @@ impl Bpe {
         }
         self.pairs = OnceLock::new();
         self.singles = LazySingles::default();
-        self.one_tokens = LazyTable::default();
     }
 
     /// Bytes spelled by a byte-level token: one per character of its string.
@@ -1480,13 +1469,11 @@ impl Bpe {
             ));
         };
         let singles = self.single_words();
-        let one_tokens = self.one_tokens();
         self.with_ids_table(|table| {
             f(&mut ByteLevelWords {
                 bpe: self,
                 syms,
                 singles,
-                one_tokens,
                 table,
             })
         })
@@ -1538,173 +1525,6 @@ impl Bpe {
             });
             ids_cache::Singles::new(ends.len(), words)
         })
-    }
-
-    /// Without `ignore_merges`, where short new words merge in stack arrays
-    /// (`ids_after_short_miss`), the byte-level words of 2..=`ids_cache::MAX_WORD` bytes that
-    /// `merge_array` turns into one token: every vocabulary string that short whose bytes
-    /// merge back into its own token (all but one of GPT-2's). The entries are results of the
-    /// very merge they stand for, so an answer from the table is the merge's (built on first
-    /// use, ~50K short merges; `rank_merges_by_result` starts it afresh).
-    fn one_tokens(&self) -> Option<&ids_cache::OneTokens> {
-        if self.ignore_merges || !self.merges_in_array(ids_cache::MAX_WORD) {
-            return None;
-        }
-        let syms = self.byte_level_syms.as_deref()?;
-        self.one_tokens
-            .get_or_build(|| {
-                let mut to_byte = [None; 0x144];
-                for (c, slot) in (0u32..).zip(to_byte.iter_mut()) {
-                    *slot = char::from_u32(c).and_then(crate::byte_level::char_to_byte);
-                }
-                let reach = self.self_reaching(syms);
-                let mut out = Vec::new();
-                let words = self.vocab.iter().filter_map(|(s, &id)| {
-                    if s.len() < 2 || s.len() > 2 * ids_cache::MAX_WORD {
-                        return None;
-                    }
-                    let mut bytes = [0u8; ids_cache::MAX_WORD];
-                    let mut n = 0;
-                    for c in s.chars() {
-                        let b = to_byte.get(c as usize).copied().flatten()?;
-                        *bytes.get_mut(n)? = b;
-                        n += 1;
-                    }
-                    let ok = match &reach {
-                        Some(reach) => reach.get(id as usize).copied().unwrap_or(false),
-                        None => {
-                            out.clear();
-                            let word = bytes.get(..n)?;
-                            self.merge_array(word, |b| syms[usize::from(b)], true, &mut out);
-                            out[..] == [id]
-                        }
-                    };
-                    ok.then_some((bytes, n, id))
-                });
-                Some(ids_cache::OneTokens::new(words))
-            })?
-            .as_ref()
-    }
-
-    /// Per id, whether the merge of the token's bytes (`merge_array` over `syms`) gives the
-    /// token back, for tokens of at most `ids_cache::MAX_WORD` bytes (`false`: not such a
-    /// token, or not shown to), found from the merge tree instead of merging every token.
-    /// None when the tree does not allow the argument below: a token made by two merges, a
-    /// byte's symbol made by one, or a merge whose rank is not above its parts' merges'.
-    ///
-    /// Under those conditions a merge's rank is above every merge its symbols took part in
-    /// being made by, so a word's merges happen in rank order (never falling), and a token
-    /// `t` made by merging `l` and `r` comes back from its bytes exactly when `l` and `r` come
-    /// back from theirs and no merge joins a symbol of `l`'s side with one of `r`'s first. At
-    /// the cut, `l`'s side shows its right spine (the byte, then each symbol made with the one
-    /// before as its right part, up to `l`), each from its merge's rank until the next's, and
-    /// `r`'s side its left spine; a symbol pair across the cut that is a merge joins first
-    /// when its rank is below both of the ranks at which its two symbols are merged away.
-    /// Walking the two spines in rank order visits every pair that meets. Equal ranks are the
-    /// same pair at two places, where the leftmost goes first: equal to the left side's rank,
-    /// that side's pair goes first (no join); equal to the right side's, the pair across the
-    /// cut does (a join); two equal ends count as a join, which can only leave a token out.
-    fn self_reaching(&self, syms: &[u32; 256]) -> Option<Vec<bool>> {
-        const NONE: u32 = u32::MAX;
-        let pairs = self.pairs();
-        let size = self.vocab.values().max().map_or(0, |&m| m as usize + 1);
-        // Per id: the merge that makes it, (left, right, rank), and its length in bytes.
-        let mut made = vec![(NONE, NONE, NONE); size];
-        let mut len = vec![0u32; size];
-        let mut ok = vec![false; size];
-        for &s in syms.iter() {
-            let i = s as usize;
-            if *ok.get(i)? {
-                return None;
-            }
-            ok[i] = true;
-            len[i] = 1;
-        }
-        // The merges by rank: ranks are the merge list's positions, so a slot per rank (no
-        // sort; a rank taken twice, tiktoken's order, ends the argument).
-        let top = self.merges.values().map(|&(rank, _)| rank).max()?;
-        if top as usize > 2 * self.merges.len() {
-            return None;
-        }
-        let mut order = vec![(NONE, NONE, NONE, NONE); top as usize + 1];
-        for (&key, &(rank, id)) in &self.merges {
-            let (l, r) = ((key >> 32) as u32, key as u32);
-            let m = made.get_mut(id as usize)?;
-            let slot = order.get_mut(rank as usize)?;
-            if m.2 != NONE || ok[id as usize] || slot.0 != NONE {
-                return None;
-            }
-            *m = (l, r, rank);
-            *slot = (rank, l, r, id);
-        }
-        // Right spine of `l` (from its byte up), left spine of `r`.
-        let spine = |mut t: u32, right: bool, out: &mut [u32; ids_cache::MAX_WORD]| {
-            let mut n = 0;
-            let mut stack = [NONE; ids_cache::MAX_WORD];
-            while let Some(&(a, b, _)) = made.get(t as usize) {
-                *stack.get_mut(n)? = t;
-                n += 1;
-                if a == NONE {
-                    break;
-                }
-                t = if right { b } else { a };
-            }
-            for (o, &t) in out.iter_mut().zip(stack[..n].iter().rev()) {
-                *o = t;
-            }
-            Some(n)
-        };
-        let rank_of = |t: u32| made.get(t as usize).map_or(NONE, |m| m.2);
-        let (mut ls, mut rs) = ([NONE; ids_cache::MAX_WORD], [NONE; ids_cache::MAX_WORD]);
-        for &(rank, l, r, id) in &order {
-            if rank == NONE {
-                continue;
-            }
-            let (Some(&ll), Some(&rl)) = (len.get(l as usize), len.get(r as usize)) else {
-                return None;
-            };
-            // A part made by a merge of higher rank: the argument does not hold.
-            if rank_of(l) != NONE && rank_of(l) >= rank || rank_of(r) != NONE && rank_of(r) >= rank
-            {
-                return None;
-            }
-            let n = ll + rl;
-            len[id as usize] = n;
-            if n as usize > ids_cache::MAX_WORD || !ok[l as usize] || !ok[r as usize] {
-                continue;
-            }
-            let (Some(nl), Some(nr)) = (spine(l, true, &mut ls), spine(r, false, &mut rs)) else {
-                continue;
-            };
-            let (mut i, mut j) = (0, 0);
-            let joins = loop {
-                // The ranks at which ls[i] and rs[j] are merged away (NONE: at the top).
-                let end_l = ls
-                    .get(i + 1)
-                    .filter(|_| i + 1 < nl)
-                    .map_or(NONE, |&t| rank_of(t));
-                let end_r = rs
-                    .get(j + 1)
-                    .filter(|_| j + 1 < nr)
-                    .map_or(NONE, |&t| rank_of(t));
-                if end_l == NONE && end_r == NONE {
-                    break false;
-                }
-                let c = self
-                    .lookup_table(pairs, ls[i], rs[j])
-                    .map_or(NONE, |(c, _)| c);
-                if c < end_l && c <= end_r || end_l == end_r {
-                    break true;
-                }
-                if end_l < end_r {
-                    i += 1;
-                } else {
-                    j += 1;
-                }
-            };
-            ok[id as usize] = !joins;
-        }
-        Some(ok)
     }
 
     /// The ids of one byte-level word. `short_not_token`: the caller knows that a word of at
@@ -2040,8 +1860,6 @@ pub(crate) struct ByteLevelWords<'a> {
     bpe: &'a Bpe,
     syms: &'a [u32; 256],
     singles: Option<&'a ids_cache::Singles>,
-    /// `Bpe::one_tokens`, when `syms` is the model's own byte-level table.
-    one_tokens: Option<&'a ids_cache::OneTokens>,
     table: Option<&'a mut ids_cache::IdsTable>,
 }
 
@@ -2133,10 +1951,7 @@ impl ByteLevelWords<'_> {
             // What `byte_level_merge` does with such a word, without the scratch space it
             // does not use.
             let start = out.len();
-            match self.one_tokens.and_then(|t| t.get(raw)) {
-                Some(id) => out.push(id),
-                None => bpe.merge_array(raw, |b| syms[b as usize], bpe.is_byte_syms(syms), out),
-            }
+            bpe.merge_array(raw, |b| syms[b as usize], bpe.is_byte_syms(syms), out);
             if let (Some(t), Some(ids)) = (self.table.as_deref_mut(), out.get(start..)) {
                 t.insert(raw, ids);
             }
@@ -2797,92 +2612,6 @@ mod tests {
             }
             assert!(hits > 1000, "{hits}");
         }
-    }
-
-    /// `self_reaching` against merging every token: per token of 2..=16 bytes, (marked,
-    /// whose bytes merge back into it). A marked token must merge back.
-    fn reaching_counts(m: &Bpe) -> (usize, usize) {
-        let syms = m.byte_level_syms.as_deref().unwrap();
-        let reach = m.self_reaching(syms).expect("a tree the argument takes");
-        let (mut marked, mut back) = (0, 0);
-        for (s, &id) in &m.vocab {
-            let bytes: Option<Vec<u8>> = s.chars().map(crate::byte_level::char_to_byte).collect();
-            let Some(bytes) = bytes.filter(|b| (2..=ids_cache::MAX_WORD).contains(&b.len())) else {
-                assert!(!reach[id as usize] || s.chars().count() < 2, "{s}");
-                continue;
-            };
-            let mut out = Vec::new();
-            m.merge_array(&bytes, |b| syms[usize::from(b)], true, &mut out);
-            let merges_back = out == [id];
-            assert!(
-                !reach[id as usize] || merges_back,
-                "{s:?} marked, merges to {out:?}"
-            );
-            marked += usize::from(reach[id as usize]);
-            back += usize::from(merges_back);
-        }
-        (marked, back)
-    }
-
-    /// The tokens `self_reaching` marks merge back into themselves, and it misses few of
-    /// those: GPT-2 and RoBERTa, and random byte-level tables over six letters (where
-    /// merges across a token's cut, and the same pair at two places, are common).
-    #[test]
-    fn self_reaching_tokens_merge_back() {
-        let dir = crate::test_data_dir();
-        for name in ["gpt2", "roberta-base"] {
-            let Ok(text) = std::fs::read_to_string(format!("{dir}/{name}/tokenizer.json")) else {
-                eprintln!("skipped: {name} not found");
-                continue;
-            };
-            let v: Value = serde_json::from_str(&text).unwrap();
-            let m = Bpe::from_json(&v["model"]).unwrap();
-            let (marked, back) = reaching_counts(&m);
-            assert!(
-                marked * 100 >= back * 99 && back > 40_000,
-                "{name}: {marked} of {back}"
-            );
-            eprintln!("{name}: {marked} of {back}");
-        }
-        let mut next = crate::test_rng(0x5E1F_0000_0000_0001);
-        let bytes: Vec<String> = (0..=255u8)
-            .map(|b| crate::byte_level::byte_to_char(b).to_string())
-            .collect();
-        let (mut all_marked, mut all_back) = (0, 0);
-        for _ in 0..20 {
-            let mut tokens = bytes.clone();
-            let mut known: AHashMap<String, u32> = tokens.iter().cloned().zip(0..).collect();
-            let mut merges = Vec::new();
-            for _ in 0..3000 {
-                // The letters a..=f (ids 97..=102) and the merged tokens.
-                let pick = |r: u64| {
-                    let k = tokens.len() - 256 + 6;
-                    let i = (r % k as u64) as usize;
-                    if i < 6 {
-                        97 + i
-                    } else {
-                        256 + i - 6
-                    }
-                };
-                let (a, b) = (pick(next()), pick(next()));
-                let joined = format!("{}{}", tokens[a], tokens[b]);
-                if joined.chars().count() > 12 || known.contains_key(&joined) {
-                    continue;
-                }
-                known.insert(joined.clone(), tokens.len() as u32);
-                merges.push((tokens[a].clone(), tokens[b].clone()));
-                tokens.push(joined);
-            }
-            let m = Bpe::build(known, merges, None, None).unwrap();
-            let (marked, back) = reaching_counts(&m);
-            all_marked += marked;
-            all_back += back;
-        }
-        eprintln!("random: {all_marked} of {all_back}");
-        assert!(
-            all_marked * 2 >= all_back && all_back > 500,
-            "{all_marked} of {all_back}"
-        );
     }
 
     /// The tournament-tree merge gives the heap merge's result on random string-built tables
