@@ -499,31 +499,35 @@ impl SpUnigram {
         }
         let unk_score = self.min_score - UNK_PENALTY;
         if let Some(key) = &whole {
-            let e = match cache.get(key) {
-                Some(e) => e,
-                None if self.first_segment(spaced, raw).end < raw.len() => {
-                    // A word with cuts inside is taken by segments, each with its own entry
-                    // (fewer distinct keys, and no exact lattice over the whole word); their
-                    // paths, when every one is an entry's, make the word's own entry (see
-                    // `Compose`), for its next sighting.
-                    cache.insert(key, Slot::REFUSED);
-                    cache.comp.start();
-                    let r = self.segments(spaced, raw, s, x, best, cache, out);
-                    if let (Some(e), Ok(_)) = (cache.comp.finish(), &r) {
-                        cache.put(key, e);
-                        cache.composed += 1;
-                    }
-                    return r;
+            // (The entry by reference, not a copy of its slot: prose-docs 100.2 → 96.3
+            // instructions per byte.)
+            if let Some(e) = find_slot(&cache.slots, key) {
+                if x.abs() <= e.xmax {
+                    // Exact by `WordCache`'s argument: the reference's best path over the
+                    // word from `x`, and the float32 scores it stores along it.
+                    cache.hits += 1;
+                    return Ok(self.replay(e, s, x, unk_score, out));
                 }
-                None => {
-                    let e = self.whole_entry(spaced, raw, unk_score, cache);
-                    cache.insert(key, e);
-                    e
+                return self.segments(spaced, raw, s, x, best, cache, out);
+            }
+            if self.first_segment(spaced, raw).end < raw.len() {
+                // A word with cuts inside is taken by segments, each with its own entry
+                // (fewer distinct keys, and no exact lattice over the whole word); their
+                // paths, when every one is an entry's, make the word's own entry (see
+                // `Compose`), for its next sighting.
+                cache.insert(key, Slot::REFUSED);
+                cache.comp.start();
+                let r = self.segments(spaced, raw, s, x, best, cache, out);
+                if let (Some(e), Ok(_)) = (cache.comp.finish(), &r) {
+                    cache.put(key, e);
+                    cache.composed += 1;
                 }
-            };
+                return r;
+            }
+            let e = self.whole_entry(spaced, raw, unk_score, cache);
+            cache.insert(key, e);
             if x.abs() <= e.xmax {
-                // Exact by `WordCache`'s argument: the reference's best path over the word
-                // from `x`, and the float32 scores it stores along it.
+                // As a hit, with the new entry.
                 cache.hits += 1;
                 return Ok(self.replay(&e, s, x, unk_score, out));
             }
@@ -607,14 +611,17 @@ impl SpUnigram {
                 out.piece(id, at, at + len);
                 at += len;
             } else {
-                let slot = seg.key.as_ref().and_then(|k| cache.get(k));
+                // (The entry by reference, not a copy of its slot: multi-docs 144.7 → 142.5
+                // instructions per byte.)
+                let slot = seg.key.as_ref().and_then(|k| find_slot(&cache.slots, k));
+                let cached = slot.is_some();
                 let len = bytes.len() + if lead { SPACE.len() } else { 0 };
                 if let Some(e) = slot.filter(|e| x.abs() <= e.xmax) {
                     // Exact by `WordCache`'s argument: the reference's best path over the
                     // segment from `x`, and the float32 scores it stores along it.
-                    x = self.replay(&e, at, x, unk_score, out);
+                    x = self.replay(e, at, x, unk_score, out);
                     if cache.comp.on {
-                        cache.comp.entry(&e, unk_score, &self.match_scores);
+                        cache.comp.entry(e, unk_score, &self.match_scores);
                     }
                     cache.hits += 1;
                 } else if lead {
@@ -622,11 +629,11 @@ impl SpUnigram {
                     word.clear();
                     word.extend_from_slice(SPACE);
                     word.extend_from_slice(bytes);
-                    let r = self.word_slow(&word, seg.key, slot.is_some(), x, at, best, cache, out);
+                    let r = self.word_slow(&word, seg.key, cached, x, at, best, cache, out);
                     cache.word = word;
                     x = r?;
                 } else {
-                    x = self.word_slow(bytes, seg.key, slot.is_some(), x, at, best, cache, out)?;
+                    x = self.word_slow(bytes, seg.key, cached, x, at, best, cache, out)?;
                 }
                 at += len;
             }
@@ -1487,6 +1494,14 @@ pub(crate) struct WordCache {
     comp: Compose,
 }
 
+/// The slot of `key` in a cache's `slots` (a function of the field, so that a caller may
+/// hold the entry while it updates the cache's other fields).
+#[inline(always)]
+fn find_slot<'a>(slots: &'a [Slot], key: &WordKey) -> Option<&'a Slot> {
+    let i = 2 * key.set();
+    slots.get(i..i + 2)?.iter().find(|s| s.is(key))
+}
+
 impl WordCache {
     fn new(owner: u64) -> Self {
         WordCache {
@@ -1498,14 +1513,6 @@ impl WordCache {
             word: Vec::new(),
             comp: Compose::OFF,
         }
-    }
-
-    /// The entry of `key`.
-    #[inline]
-    fn get(&self, key: &WordKey) -> Option<Slot> {
-        let i = 2 * key.set();
-        let set = self.slots.get(i..i + 2)?;
-        set.iter().find(|s| s.is(key)).copied()
     }
 
     /// Ask for the cache line of `key`'s set (a hint: reads and writes nothing).
