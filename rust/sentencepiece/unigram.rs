@@ -848,7 +848,9 @@ impl SpUnigram {
         while let Some(&b0) = word.get(p) {
             let till = sc.get(p).map_or(f64::NEG_INFINITY, |c| c.v);
             let mblen = one_char_len(b0).min(n - p);
-            let mut has_single = false;
+            // The end of the shortest piece from `p`: pieces are whole characters, so the
+            // character at `p` is a piece when it is `p + mblen` (one `min` a candidate).
+            let mut first_end = usize::MAX;
             // Every piece that starts at `p` (the trie walk of `for_each_prefix`, kept here so
             // that the loop's state stays in registers), offered where it ends.
             let (mut node, mut base) = (root, root_base);
@@ -864,9 +866,9 @@ impl SpUnigram {
                 }
                 let cand = till + f64::from(scores.get(id as usize).copied().unwrap_or(0.0));
                 offer_exact(sc, &mut biggest, end, cand, p, id, false);
-                has_single |= end - p == mblen;
+                first_end = first_end.min(end);
             }
-            if !has_single {
+            if first_end != p + mblen {
                 let cand = till + f64::from(unk_score);
                 offer_exact(sc, &mut biggest, p + mblen, cand, p, self.unk_id, true);
             }
