@@ -15,7 +15,7 @@ use engine::Word;
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// Words shorter than this (in bytes) are cached, as in the reference.
@@ -239,9 +239,18 @@ struct Pairs {
     /// of every byte pair at `first << 8 | second` (`u64::MAX` where they are no merge), so a
     /// long word's first pairs (`merge_tree`) are one load each instead of a probe each.
     /// Read only where every rank is below u32::MAX (`ranks_fit`), so no merge's entry is
-    /// `u64::MAX`.
-    wide_bytes: Option<Box<[u64; 1 << 16]>>,
+    /// `u64::MAX`. Built by `wide_bytes` once `WIDE_AFTER` bytes of tree words have merged
+    /// without it, from `wide_syms` (the byte-level symbols; None: no table).
+    wide_bytes: OnceLock<Box<[u64; 1 << 16]>>,
+    wide_syms: Option<Box<[u32; 256]>>,
+    /// Tree-word bytes still to merge before `wide_bytes` is built.
+    wide_due: AtomicUsize,
 }
+
+/// Bytes of tree words merged before `Pairs::wide_bytes` is built: its build (~3M
+/// instructions, the 65,536 probes) saves ~17 instructions a byte of tree word (cl100k), so
+/// prose, whose few tree words are runs of spaces, goes without it.
+const WIDE_AFTER: usize = 1 << 16;
 
 #[derive(Clone, Copy)]
 struct PairSlot {
@@ -328,7 +337,9 @@ impl Pairs {
             shift: 63,
             ranks_fit: false,
             bytes: None,
-            wide_bytes: None,
+            wide_bytes: OnceLock::new(),
+            wide_syms: None,
+            wide_due: AtomicUsize::new(WIDE_AFTER),
         };
         if merges.is_empty() || merges.contains_key(&NO_PAIR) {
             return none;
@@ -387,28 +398,44 @@ impl Pairs {
                 i = (i + 1) & mask;
             }
         }
-        let mut pairs = Pairs {
+        Pairs {
             slots,
             shift,
             ranks_fit,
+            wide_syms: syms.map(|s| Box::new(*s)),
             ..none
-        };
-        // By probing the 65,536 byte pairs: fewer steps than a test per merge (233k on
-        // cl100k).
-        pairs.wide_bytes = syms.map(|syms| {
+        }
+    }
+
+    /// `wide_bytes` for a tree word of `len` bytes: None while fewer than `WIDE_AFTER` bytes
+    /// have asked (or the model has no table), then built once.
+    fn wide_bytes(&self, len: usize) -> Option<&[u64; 1 << 16]> {
+        if let Some(w) = self.wide_bytes.get() {
+            return Some(w);
+        }
+        let syms = self.wide_syms.as_deref()?;
+        // Threads racing here only move the build a few words earlier or later.
+        let due = self.wide_due.load(Ordering::Relaxed);
+        if due > len {
+            self.wide_due.store(due - len, Ordering::Relaxed);
+            return None;
+        }
+        let wide = self.wide_bytes.get_or_init(|| {
             let mut wide: Box<[u64; 1 << 16]> = vec![u64::MAX; 1 << 16]
                 .into_boxed_slice()
                 .try_into()
                 .unwrap_or_else(|_| Box::new([u64::MAX; 1 << 16]));
+            // By probing the 65,536 byte pairs: fewer steps than a test per merge (233k on
+            // cl100k).
             for (at, slot) in wide.iter_mut().enumerate() {
                 let key = pair_key(syms[at >> 8], syms[at & 0xff]);
-                if let Some((rank, id)) = pairs.get_slots(key) {
+                if let Some((rank, id)) = self.get_slots(key) {
                     *slot = (u64::from(rank) << 32) | u64::from(id);
                 }
             }
             wide
         });
-        pairs
+        Some(wide)
     }
 
     /// Whether the table is in the 16-bit form (`get_packed` applies).
@@ -1705,14 +1732,23 @@ impl Bpe {
                     };
                     merge_in_tree::<N, T>(&mut ids, n, first, |l, r| pairs.get_packed(l, r))
                 }
-                (false, true) if pairs.wide_bytes.is_some() && !pairs.slots.is_empty() => {
-                    let wide = pairs.wide_bytes.as_deref();
-                    let first = |_: &[u32; N], i: usize| {
-                        let v = wide.map_or(u64::MAX, |w| w[byte_pair(i)]);
-                        (v != u64::MAX).then_some(((v >> 32) as u32, v as u32))
-                    };
+                (false, _) if !pairs.slots.is_empty() => {
                     let lookup = |l, r| pairs.get_slots(pair_key(l, r));
-                    merge_in_tree::<N, T>(&mut ids, n, first, lookup)
+                    // An instance each: a test per first pair cost more than the second
+                    // instance (~3 % of cl100k's squeezed prose).
+                    match pairs.wide_bytes(raw.len()).filter(|_| byte_syms) {
+                        Some(wide) => {
+                            let first = |_: &[u32; N], i: usize| {
+                                let v = wide[byte_pair(i)];
+                                (v != u64::MAX).then_some(((v >> 32) as u32, v as u32))
+                            };
+                            merge_in_tree::<N, T>(&mut ids, n, first, lookup)
+                        }
+                        None => {
+                            let first = |ids: &[u32; N], i: usize| lookup(ids[i], *ids.get(i + 1)?);
+                            merge_in_tree::<N, T>(&mut ids, n, first, lookup)
+                        }
+                    }
                 }
                 _ => {
                     let lookup = |l, r| {
@@ -2710,7 +2746,8 @@ mod tests {
             }
             let pairs = Pairs::new(&merges, Some(&syms));
             assert!(!pairs.is_packed() && pairs.is_built());
-            let wide = pairs.wide_bytes.as_deref().unwrap();
+            assert!(pairs.wide_bytes(1).is_none());
+            let wide = pairs.wide_bytes(WIDE_AFTER).unwrap();
             let mut hits = 0;
             for (i, &got) in wide.iter().enumerate() {
                 let want = pairs
