@@ -1696,6 +1696,9 @@ impl Bpe {
         let (n, packed) = word_symbols(&mut ids, raw, sym, pairs);
         let n = if packed {
             merge_in_array_packed(pairs, &mut ids, n, byte_syms.then_some(raw))
+        } else if !pairs.slots.is_empty() {
+            // The general form's lookup inlined (through `lookup_table` it was a call).
+            merge_in_array_by(&mut ids, n, |l, r| pairs.get_slots(pair_key(l, r)))
         } else {
             self.merge_in_array(pairs, &mut ids, n)
         };
