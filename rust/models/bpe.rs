@@ -15,7 +15,7 @@ use engine::Word;
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// Words shorter than this (in bytes) are cached, as in the reference.
@@ -235,7 +235,22 @@ struct Pairs {
     /// each, with no branch on what the probe finds: the pair table is larger than the CPU's
     /// L2, and a mispredicted probe waits for its load before the next pair's load can start.
     bytes: Option<Box<[u32; 1 << 16]>>,
+    /// In the general form, for a byte-level model: `rank << 32 | merged id` of the symbols
+    /// of every byte pair at `first << 8 | second` (`u64::MAX` where they are no merge), so a
+    /// long word's first pairs (`merge_tree`) are one load each instead of a probe each.
+    /// Read only where every rank is below u32::MAX (`ranks_fit`), so no merge's entry is
+    /// `u64::MAX`. Built by `wide_bytes` once `WIDE_AFTER` bytes of tree words have merged
+    /// without it, from `wide_syms` (the byte-level symbols; None: no table).
+    wide_bytes: OnceLock<Box<[u64; 1 << 16]>>,
+    wide_syms: Option<Box<[u32; 256]>>,
+    /// Tree-word bytes still to merge before `wide_bytes` is built.
+    wide_due: AtomicUsize,
 }
+
+/// Bytes of tree words merged before `Pairs::wide_bytes` is built: its build (~3M
+/// instructions, the 65,536 probes) saves ~17 instructions a byte of tree word (cl100k), so
+/// prose, whose few tree words are runs of spaces, goes without it.
+const WIDE_AFTER: usize = 1 << 16;
 
 #[derive(Clone, Copy)]
 struct PairSlot {
@@ -322,6 +337,9 @@ impl Pairs {
             shift: 63,
             ranks_fit: false,
             bytes: None,
+            wide_bytes: OnceLock::new(),
+            wide_syms: None,
+            wide_due: AtomicUsize::new(WIDE_AFTER),
         };
         if merges.is_empty() || merges.contains_key(&NO_PAIR) {
             return none;
@@ -384,8 +402,40 @@ impl Pairs {
             slots,
             shift,
             ranks_fit,
+            wide_syms: syms.map(|s| Box::new(*s)),
             ..none
         }
+    }
+
+    /// `wide_bytes` for a tree word of `len` bytes: None while fewer than `WIDE_AFTER` bytes
+    /// have asked (or the model has no table), then built once.
+    fn wide_bytes(&self, len: usize) -> Option<&[u64; 1 << 16]> {
+        if let Some(w) = self.wide_bytes.get() {
+            return Some(w);
+        }
+        let syms = self.wide_syms.as_deref()?;
+        // Threads racing here only move the build a few words earlier or later.
+        let due = self.wide_due.load(Ordering::Relaxed);
+        if due > len {
+            self.wide_due.store(due - len, Ordering::Relaxed);
+            return None;
+        }
+        let wide = self.wide_bytes.get_or_init(|| {
+            let mut wide: Box<[u64; 1 << 16]> = vec![u64::MAX; 1 << 16]
+                .into_boxed_slice()
+                .try_into()
+                .unwrap_or_else(|_| Box::new([u64::MAX; 1 << 16]));
+            // By probing the 65,536 byte pairs: fewer steps than a test per merge (233k on
+            // cl100k).
+            for (at, slot) in wide.iter_mut().enumerate() {
+                let key = pair_key(syms[at >> 8], syms[at & 0xff]);
+                if let Some((rank, id)) = self.get_slots(key) {
+                    *slot = (u64::from(rank) << 32) | u64::from(id);
+                }
+            }
+            wide
+        });
+        Some(wide)
     }
 
     /// Whether the table is in the 16-bit form (`get_packed` applies).
@@ -449,6 +499,12 @@ impl Pairs {
             }
             return self.get_packed(l, r);
         }
+        self.get_slots(key)
+    }
+
+    /// `get` in the general form (the table is built and not packed).
+    #[inline(always)]
+    fn get_slots(&self, key: u64) -> Option<(u32, u32)> {
         let mut i = pair_start(key, self.shift);
         let mask = self.slots.len().wrapping_sub(1);
         loop {
@@ -468,8 +524,9 @@ impl Pairs {
 const SMALL_WORD: usize = 16;
 
 /// Byte-level words of at most this many bytes merge in stack arrays (`merge_array`) when
-/// `unique_ids` allows it.
-const ARRAY_WORD: usize = 24;
+/// `unique_ids` allows it; longer ones in the tree, which is cheaper from about 17 bytes on
+/// (the 17–24-byte words of squeezed prose: gpt2 16.1M → 14.8M, cl100k 21.6M → 15.3M).
+const ARRAY_WORD: usize = 16;
 
 /// `Bpe::singles`, built on first use. Never blocks: while one thread builds, the others go
 /// without it; `set` runs only under the `try_lock`, so a process forked in the middle of it
@@ -712,11 +769,13 @@ const TREE_WORD: usize = 2048;
 /// adjacent pair of lowest rank, the leftmost among equals. Symbols keep their first
 /// positions, linked both ways, and the pair that starts at position `i` is leaf `i` of a
 /// tournament tree over `rank << 32 | i` (`u64::MAX`: none), so a step reads the root and
-/// updates three leaves, O(log n) each, without a branch per level.
+/// updates three leaves, O(log n) each, without a branch per level. `first(ids, i)` is
+/// `lookup(ids[i], ids[i + 1])` of the first symbols (a byte-pair table can answer it).
 #[inline(always)]
 fn merge_in_tree<const N: usize, const T: usize>(
     ids: &mut [u32; N],
     n: usize,
+    first: impl Fn(&[u32; N], usize) -> Option<(u32, u32)>,
     lookup: impl Fn(u32, u32) -> Option<(u32, u32)>,
 ) -> usize {
     const { assert!(N.is_power_of_two() && N <= 1 << 15 && T == 2 * N) };
@@ -734,7 +793,7 @@ fn merge_in_tree<const N: usize, const T: usize>(
         next[i] = (i + 1) as u16;
         prev[i] = if i == 0 { N as u16 } else { (i - 1) as u16 };
         if i + 1 < n {
-            if let Some((rank, id)) = lookup(ids[i], ids[i + 1]) {
+            if let Some((rank, id)) = first(ids, i) {
                 tree[N + i] = key(rank, i);
                 merged[i] = id;
             }
@@ -744,17 +803,18 @@ fn merge_in_tree<const N: usize, const T: usize>(
         tree[k] = tree[2 * k].min(tree[2 * k + 1]);
     }
     // Ancestors change only up to the first one whose minimum stays: most updates stop
-    // within a level or two.
-    let set = |tree: &mut [u64], i: usize, v: u64| {
+    // within a level or two. The new minimum of a parent is the child's with its sibling's
+    // (one load a level).
+    let set = |tree: &mut [u64], i: usize, mut v: u64| {
         let mut k = N + i;
         tree[k] = v;
         while k > 1 {
+            v = v.min(tree[k ^ 1]);
             k /= 2;
-            let m = tree[2 * k].min(tree[2 * k + 1]);
-            if tree[k] == m {
+            if tree[k] == v {
                 break;
             }
-            tree[k] = m;
+            tree[k] = v;
         }
     };
     loop {
@@ -768,6 +828,8 @@ fn merge_in_tree<const N: usize, const T: usize>(
         ids[p] = merged[p];
         let r = next[q] as usize;
         next[p] = r as u16;
+        // q's climb stops at the latest where it meets p's path (which still holds p's old
+        // key, the minimum); p's climb below then redoes that path.
         set(tree, q, NONE);
         let after = match ids
             .get(r)
@@ -783,7 +845,16 @@ fn merge_in_tree<const N: usize, const T: usize>(
         if r < n {
             prev[r] = p as u16;
         }
-        set(tree, p, after);
+        // p held the root's minimum, so every ancestor of it changes: no test a level, and
+        // a fixed count of levels (log2 N, unrolled).
+        let mut k = N + p;
+        let mut v = after;
+        tree[k] = v;
+        for _ in 0..N.trailing_zeros() {
+            v = v.min(tree[k ^ 1]);
+            k /= 2;
+            tree[k] = v;
+        }
         let o = prev[p] as usize;
         if o < N {
             let before = match lookup(ids[o], ids[p]) {
@@ -1597,7 +1668,7 @@ impl Bpe {
         if raw.len() <= ARRAY_WORD {
             self.merge_array(raw, sym, self.is_byte_syms(syms), out);
         } else {
-            self.merge_tree(raw, sym, out);
+            self.merge_tree(raw, sym, self.is_byte_syms(syms), out);
         }
         true
     }
@@ -1626,6 +1697,9 @@ impl Bpe {
         let (n, packed) = word_symbols(&mut ids, raw, sym, pairs);
         let n = if packed {
             merge_in_array_packed(pairs, &mut ids, n, byte_syms.then_some(raw))
+        } else if !pairs.slots.is_empty() {
+            // The general form's lookup inlined (through `lookup_table` it was a call).
+            merge_in_array_by(&mut ids, n, |l, r| pairs.get_slots(pair_key(l, r)))
         } else {
             self.merge_in_array(pairs, &mut ids, n)
         };
@@ -1633,24 +1707,64 @@ impl Bpe {
     }
 
     /// The merges of a word of `ARRAY_WORD` to `TREE_WORD` bytes (symbol `sym(b)` per byte)
-    /// in a tournament tree (`merge_in_tree`), ids appended to `out`.
-    fn merge_tree(&self, raw: &[u8], sym: impl Fn(u8) -> u32, out: &mut Vec<u32>) {
+    /// in a tournament tree (`merge_in_tree`), ids appended to `out`. `byte_syms`: `sym` is
+    /// `byte_level_syms`, so the first pairs may come from `Pairs::bytes` or `wide_bytes`.
+    fn merge_tree(&self, raw: &[u8], sym: impl Fn(u8) -> u32, byte_syms: bool, out: &mut Vec<u32>) {
         let pairs = self.pairs();
         fn run<const N: usize, const T: usize>(
             raw: &[u8],
             sym: impl Fn(u8) -> u32,
+            byte_syms: bool,
             bpe: &Bpe,
             pairs: &Pairs,
             out: &mut Vec<u32>,
         ) {
             let mut ids = [0u32; N];
             // The 16-bit lookups skip the form test and range check (~10 % of the tree
-            // merge's instructions).
+            // merge's instructions); the general form's skip the form test.
             let (n, packed) = word_symbols(&mut ids, raw, sym, pairs);
-            let n = if packed {
-                merge_in_tree::<N, T>(&mut ids, n, |l, r| pairs.get_packed(l, r))
-            } else {
-                merge_in_tree::<N, T>(&mut ids, n, |l, r| bpe.lookup_table(pairs, l, r))
+            let byte_pair = |i: usize| {
+                let at = |j: usize| raw.get(j).map_or(0, |&b| usize::from(b));
+                at(i) << 8 | at(i + 1)
+            };
+            let n = match (packed, byte_syms) {
+                (true, true) if pairs.bytes.is_some() => {
+                    let bytes = pairs.bytes.as_deref();
+                    let first = |_: &[u32; N], i: usize| {
+                        let v = bytes.map_or(NO_PACKED, |b| b[byte_pair(i)]);
+                        (v != NO_PACKED).then_some((v >> 16, v & 0xffff))
+                    };
+                    merge_in_tree::<N, T>(&mut ids, n, first, |l, r| pairs.get_packed(l, r))
+                }
+                (false, _) if !pairs.slots.is_empty() => {
+                    let lookup = |l, r| pairs.get_slots(pair_key(l, r));
+                    // An instance each: a test per first pair cost more than the second
+                    // instance (~3 % of cl100k's squeezed prose).
+                    match pairs.wide_bytes(raw.len()).filter(|_| byte_syms) {
+                        Some(wide) => {
+                            let first = |_: &[u32; N], i: usize| {
+                                let v = wide[byte_pair(i)];
+                                (v != u64::MAX).then_some(((v >> 32) as u32, v as u32))
+                            };
+                            merge_in_tree::<N, T>(&mut ids, n, first, lookup)
+                        }
+                        None => {
+                            let first = |ids: &[u32; N], i: usize| lookup(ids[i], *ids.get(i + 1)?);
+                            merge_in_tree::<N, T>(&mut ids, n, first, lookup)
+                        }
+                    }
+                }
+                _ => {
+                    let lookup = |l, r| {
+                        if packed {
+                            pairs.get_packed(l, r)
+                        } else {
+                            bpe.lookup_table(pairs, l, r)
+                        }
+                    };
+                    let first = |ids: &[u32; N], i: usize| lookup(ids[i], *ids.get(i + 1)?);
+                    merge_in_tree::<N, T>(&mut ids, n, first, lookup)
+                }
             };
             out.extend_from_slice(ids.get(..n).unwrap_or_default());
         }
@@ -1658,13 +1772,13 @@ impl Bpe {
         // is on the stack (56 KB for the largest).
         const { assert!(TREE_WORD <= 2048) };
         match raw.len() {
-            0..=32 => run::<32, 64>(raw, sym, self, pairs, out),
-            33..=64 => run::<64, 128>(raw, sym, self, pairs, out),
-            65..=128 => run::<128, 256>(raw, sym, self, pairs, out),
-            129..=256 => run::<256, 512>(raw, sym, self, pairs, out),
-            257..=512 => run::<512, 1024>(raw, sym, self, pairs, out),
-            513..=1024 => run::<1024, 2048>(raw, sym, self, pairs, out),
-            _ => run::<2048, 4096>(raw, sym, self, pairs, out),
+            0..=32 => run::<32, 64>(raw, sym, byte_syms, self, pairs, out),
+            33..=64 => run::<64, 128>(raw, sym, byte_syms, self, pairs, out),
+            65..=128 => run::<128, 256>(raw, sym, byte_syms, self, pairs, out),
+            129..=256 => run::<256, 512>(raw, sym, byte_syms, self, pairs, out),
+            257..=512 => run::<512, 1024>(raw, sym, byte_syms, self, pairs, out),
+            513..=1024 => run::<1024, 2048>(raw, sym, byte_syms, self, pairs, out),
+            _ => run::<2048, 4096>(raw, sym, byte_syms, self, pairs, out),
         }
     }
 
@@ -2614,6 +2728,42 @@ mod tests {
         }
     }
 
+    /// `Pairs::wide_bytes` holds `get_slots` of every byte pair's symbols in the general form
+    /// (ids past the 16-bit range): random merge tables over symbols that several bytes share.
+    #[test]
+    fn byte_pairs_equal_general_lookups() {
+        let mut next = crate::test_rng(0x000B_17E5_9A1E_0002);
+        for round in 0..20 {
+            let mut syms = [0u32; 256];
+            for (b, s) in syms.iter_mut().enumerate() {
+                *s = 0x1_0000 + (b as u32 * 7 + round) % 61;
+            }
+            let mut merges: AHashMap<u64, (u32, u32)> = AHashMap::new();
+            for rank in 0..400u32 {
+                let (l, r) = (
+                    0x1_0000 + (next() % 90) as u32,
+                    0x1_0000 + (next() % 90) as u32,
+                );
+                merges
+                    .entry(pair_key(l, r))
+                    .or_insert((rank, 0x2_0000 + rank));
+            }
+            let pairs = Pairs::new(&merges, Some(&syms));
+            assert!(!pairs.is_packed() && pairs.is_built());
+            assert!(pairs.wide_bytes(1).is_none());
+            let wide = pairs.wide_bytes(WIDE_AFTER).unwrap();
+            let mut hits = 0;
+            for (i, &got) in wide.iter().enumerate() {
+                let want = pairs
+                    .get_slots(pair_key(syms[i >> 8], syms[i & 0xff]))
+                    .map_or(u64::MAX, |(rank, id)| u64::from(rank) << 32 | u64::from(id));
+                assert_eq!(got, want, "round {round} bytes {:#06x}", i);
+                hits += usize::from(got != u64::MAX);
+            }
+            assert!(hits > 1000, "{hits}");
+        }
+    }
+
     /// The tournament-tree merge gives the heap merge's result on random string-built tables
     /// (shared ranks included, tiktoken order) for words of every length it takes, each tree
     /// size included.
@@ -2641,7 +2791,7 @@ mod tests {
                     .collect();
                 let want = heap_merge_ids(&bpe, &word, sym);
                 let mut got = Vec::new();
-                bpe.merge_tree(&word, sym, &mut got);
+                bpe.merge_tree(&word, sym, false, &mut got);
                 assert_eq!(got, want, "{:?}", String::from_utf8_lossy(&word));
             }
         }
@@ -2839,6 +2989,30 @@ mod tests {
                 let mut got = vec![7];
                 m.byte_level_ids(&raw, &mut got).unwrap();
                 assert_eq!(got, want, "{name} word {i}");
+            }
+            // Tree-sized words (`ARRAY_WORD` to `TREE_WORD` bytes, the tree's byte-pair
+            // tables) made of vocabulary tokens, as text without spaces is.
+            let tokens: Vec<Vec<u8>> = byte_level_words(m, 0x10E6_B17E_1E7E_0004, 3000)
+                .into_iter()
+                .step_by(5)
+                .collect();
+            for i in 0..300 {
+                let n = ARRAY_WORD + 1 + (next() % [40, 200, 2100][i % 3]) as usize;
+                let mut raw = Vec::new();
+                while raw.len() < n {
+                    raw.extend_from_slice(&tokens[(next() % tokens.len() as u64) as usize]);
+                }
+                raw.truncate(n.min(TREE_WORD));
+                let mut heap = Word::default();
+                for &b in &raw {
+                    heap.push(syms[b as usize], 1);
+                }
+                let map = |a, b| m.merges.get(&pair_key(a, b)).copied();
+                heap.merge_all(map, None::<fn() -> bool>, |_, _, _| {});
+                let want: Vec<u32> = heap.iter().map(|(id, _, _)| id).collect();
+                let mut got = Vec::new();
+                m.merge_tree(&raw, |b| syms[usize::from(b)], true, &mut got);
+                assert_eq!(got, want, "{name} tree word {i}");
             }
         }
     }
