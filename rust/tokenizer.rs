@@ -1261,6 +1261,9 @@ impl EncodingBuilder {
 mod tests {
     use super::*;
 
+    /// tiktoken's `pat_str` of cl100k_base (as `from_tiktoken` takes it, before translation).
+    const CL100K_PAT_STR: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
+
     fn bert_json() -> String {
         let vocab = [
             "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "ab", "##b", "##c", "##a",
@@ -1520,7 +1523,7 @@ mod tests {
             .map(|(r, t)| format!("{} {r}\n", b64.encode(t)))
             .collect();
         let specials = [("<|end|>".to_string(), 1000u32)];
-        let pattern = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
+        let pattern = CL100K_PAT_STR;
         let fast = Tokenizer::from_tiktoken(file.as_bytes(), pattern, &specials).unwrap();
         let mut slow = Tokenizer::from_tiktoken(file.as_bytes(), pattern, &specials).unwrap();
         match Arc::get_mut(&mut slow.core) {
@@ -2007,9 +2010,8 @@ mod tests {
         }
         let refs: Vec<&str> = docs.iter().map(String::as_str).collect();
         let specials = [("<|endoftext|>".to_string(), 100_257u32)];
-        let cl100k = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
         for (split, pattern, looser) in [
-            (WordSplit::Cl100k, cl100k, crate::cuts::Rule::any()),
+            (WordSplit::Cl100k, CL100K_PAT_STR, crate::cuts::Rule::any()),
             (
                 WordSplit::Llama3,
                 crate::byte_level::cl100k::LLAMA3_PATTERN,

@@ -282,6 +282,15 @@ struct ByteSyms {
 
 const NO_BYTE: u16 = u16::MAX;
 
+/// A table of one entry per byte pair (`first << 8 | second`), every entry `fill`, built on
+/// the heap (an array literal of this size would pass through the stack).
+fn byte_pair_table<T: Copy>(fill: T) -> Box<[T; 1 << 16]> {
+    vec![fill; 1 << 16]
+        .into_boxed_slice()
+        .try_into()
+        .unwrap_or_else(|_| Box::new([fill; 1 << 16]))
+}
+
 impl ByteSyms {
     fn new(syms: &[u32; 256]) -> ByteSyms {
         let span = syms.iter().max().map_or(0, |&m| m as usize + 1);
@@ -296,10 +305,7 @@ impl ByteSyms {
         ByteSyms {
             first,
             next,
-            pairs: vec![NO_PACKED; 1 << 16]
-                .into_boxed_slice()
-                .try_into()
-                .unwrap_or_else(|_| Box::new([NO_PACKED; 1 << 16])),
+            pairs: byte_pair_table(NO_PACKED),
         }
     }
 
@@ -421,10 +427,7 @@ impl Pairs {
             return None;
         }
         let wide = self.wide_bytes.get_or_init(|| {
-            let mut wide: Box<[u64; 1 << 16]> = vec![u64::MAX; 1 << 16]
-                .into_boxed_slice()
-                .try_into()
-                .unwrap_or_else(|_| Box::new([u64::MAX; 1 << 16]));
+            let mut wide = byte_pair_table(u64::MAX);
             // By probing the 65,536 byte pairs: fewer steps than a test per merge (233k on
             // cl100k).
             for (at, slot) in wide.iter_mut().enumerate() {
@@ -1727,16 +1730,15 @@ impl Bpe {
                 let at = |j: usize| raw.get(j).map_or(0, |&b| usize::from(b));
                 at(i) << 8 | at(i + 1)
             };
-            let n = match (packed, byte_syms) {
-                (true, true) if pairs.bytes.is_some() => {
-                    let bytes = pairs.bytes.as_deref();
+            let n = match (packed, byte_syms, pairs.bytes.as_deref()) {
+                (true, true, Some(bytes)) => {
                     let first = |_: &[u32; N], i: usize| {
-                        let v = bytes.map_or(NO_PACKED, |b| b[byte_pair(i)]);
+                        let v = bytes[byte_pair(i)];
                         (v != NO_PACKED).then_some((v >> 16, v & 0xffff))
                     };
                     merge_in_tree::<N, T>(&mut ids, n, first, |l, r| pairs.get_packed(l, r))
                 }
-                (false, _) if !pairs.slots.is_empty() => {
+                (false, _, _) if !pairs.slots.is_empty() => {
                     let lookup = |l, r| pairs.get_slots(pair_key(l, r));
                     // An instance each: a test per first pair cost more than the second
                     // instance (~3 % of cl100k's squeezed prose).

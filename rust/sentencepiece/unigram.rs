@@ -508,9 +508,7 @@ impl SpUnigram {
                     cache.hits += 1;
                     return Ok(self.replay(e, s, x, unk_score, out));
                 }
-                return self.segments(spaced, raw, s, x, best, cache, out);
-            }
-            if self.first_segment(spaced, raw).end < raw.len() {
+            } else if self.first_segment(spaced, raw).end < raw.len() {
                 // A word with cuts inside is taken by segments, each with its own entry
                 // (fewer distinct keys, and no exact lattice over the whole word); their
                 // paths, when every one is an entry's, make the word's own entry (see
@@ -523,15 +521,17 @@ impl SpUnigram {
                     cache.composed += 1;
                 }
                 return r;
-            }
-            let e = self.whole_entry(spaced, raw, unk_score, cache);
-            cache.insert(key, e);
-            if x.abs() <= e.xmax {
-                // As a hit, with the new entry.
-                cache.hits += 1;
-                return Ok(self.replay(&e, s, x, unk_score, out));
+            } else {
+                let e = self.whole_entry(spaced, raw, unk_score, cache);
+                cache.insert(key, e);
+                if x.abs() <= e.xmax {
+                    // As a hit, with the new entry.
+                    cache.hits += 1;
+                    return Ok(self.replay(&e, s, x, unk_score, out));
+                }
             }
         }
+        // No whole-word key, or `x` out of its entry's range: segment by segment.
         self.segments(spaced, raw, s, x, best, cache, out)
     }
 
